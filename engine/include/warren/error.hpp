@@ -1,0 +1,63 @@
+// warren's errors: an std::error_code category (so Asio users get the type they expect)
+// plus an Error value that carries the specific detail and, for broker closes, the reply code.
+// No I/O, no logging: an Error is data handed back to the caller.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <system_error>
+
+namespace warren {
+
+enum class errc : int {
+  // codec and framing
+  frame_too_large = 1,        // a frame larger than the negotiated frame_max
+  frame_too_small,            // a frame shorter than its type's fixed part
+  unknown_frame_type,
+  bad_frame_end,              // the byte after the payload is not 0xCE
+  malformed_payload,          // a field runs past its frame, a bad length, trailing bytes
+  unknown_method,             // a class/method pair outside the supported classes
+  unknown_field_type,         // a field-table value tag outside RabbitMQ's type set
+  table_too_deep,             // nested tables/arrays beyond max_table_depth
+  string_too_long,            // a short string over 255 bytes, a long string over 4 GiB
+  protocol_version_mismatch,  // the broker answered our header with its own
+  protocol_error,             // a valid frame in the wrong place
+  // connection and channel life (used by the engine and above)
+  timeout,
+  connection_lost,
+  connection_closed,
+  channel_closed,
+  access_refused,
+  not_found,
+  resource_locked,
+  precondition_failed,
+};
+
+[[nodiscard]] const std::error_category& error_category() noexcept;
+
+[[nodiscard]] inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+// One failure, with what the category's message cannot say: which byte, which field, which
+// limit; for a broker close, its reply code and text and the method it blamed.
+struct Error {
+  std::error_code code;
+  std::string detail;
+  std::uint16_t reply_code = 0;  // AMQP reply code, 0 when the error did not come from a close
+  std::uint16_t class_id = 0;
+  std::uint16_t method_id = 0;
+
+  // "protocol error: frame end byte 0x41 is not 0xCE"
+  [[nodiscard]] std::string to_string() const;
+  friend bool operator==(const Error&, const Error&) = default;
+};
+
+[[nodiscard]] inline Error make_error(errc e, std::string detail) {
+  return Error{make_error_code(e), std::move(detail)};
+}
+
+}  // namespace warren
+
+template <>
+struct std::is_error_code_enum<warren::errc> : std::true_type {};

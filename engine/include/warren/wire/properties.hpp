@@ -1,0 +1,72 @@
+// The content header: body size and the 14 basic properties behind a property-flags word.
+// Decoded properties are views into the frame; nothing is allocated on decode.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "warren/result.hpp"
+#include "warren/wire/byte_io.hpp"
+#include "warren/wire/field_table.hpp"
+
+namespace warren::wire {
+
+struct BasicProperties {
+  std::optional<std::string_view> content_type;
+  std::optional<std::string_view> content_encoding;
+  std::optional<TableRef> headers;
+  std::optional<std::uint8_t> delivery_mode;  // 1 transient, 2 persistent
+  std::optional<std::uint8_t> priority;
+  std::optional<std::string_view> correlation_id;
+  std::optional<std::string_view> reply_to;
+  std::optional<std::string_view> expiration;  // milliseconds, as text
+  std::optional<std::string_view> message_id;
+  std::optional<std::uint64_t> timestamp;      // POSIX seconds
+  std::optional<std::string_view> type;
+  std::optional<std::string_view> user_id;
+  std::optional<std::string_view> app_id;
+  std::optional<std::string_view> cluster_id;  // reserved by 0-9-1; kept so bytes round-trip
+
+  // Each property in flag order, the first at bit 15 of the flags word.
+  template <class S, class V> static void fields(S& s, V& v) {
+    v.shortstr(15, "content_type", s.content_type);
+    v.shortstr(14, "content_encoding", s.content_encoding);
+    v.table(13, "headers", s.headers);
+    v.octet(12, "delivery_mode", s.delivery_mode);
+    v.octet(11, "priority", s.priority);
+    v.shortstr(10, "correlation_id", s.correlation_id);
+    v.shortstr(9, "reply_to", s.reply_to);
+    v.shortstr(8, "expiration", s.expiration);
+    v.shortstr(7, "message_id", s.message_id);
+    v.timestamp(6, "timestamp", s.timestamp);
+    v.shortstr(5, "type", s.type);
+    v.shortstr(4, "user_id", s.user_id);
+    v.shortstr(3, "app_id", s.app_id);
+    v.shortstr(2, "cluster_id", s.cluster_id);
+  }
+};
+
+struct ContentHeader {
+  std::uint16_t class_id = 60;
+  std::uint64_t body_size = 0;
+  BasicProperties properties;
+};
+
+inline constexpr std::uint16_t basic_class_id = 60;
+
+// Decodes a header frame's payload. Refuses a class other than basic, a flag for a property
+// that does not exist, a property that runs past the payload, and trailing bytes.
+[[nodiscard]] Result<ContentHeader> decode_content_header(std::span<const std::byte> payload);
+
+// Payload size of a basic content header with these properties (class, weight, size, flags
+// included); refuses strings over 255 bytes and tables that cannot be encoded.
+[[nodiscard]] Result<std::size_t> content_header_size(const BasicProperties& properties);
+void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProperties& properties);
+
+[[nodiscard]] std::string to_string(const BasicProperties& properties);
+
+}  // namespace warren::wire

@@ -1,0 +1,49 @@
+#include "warren/error.hpp"
+
+namespace warren {
+namespace {
+
+class Category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "warren"; }
+  std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+      case errc::frame_too_large: return "frame too large";
+      case errc::frame_too_small: return "frame too small";
+      case errc::unknown_frame_type: return "unknown frame type";
+      case errc::bad_frame_end: return "protocol error";
+      case errc::malformed_payload: return "malformed frame payload";
+      case errc::unknown_method: return "unknown method";
+      case errc::unknown_field_type: return "unknown field type";
+      case errc::table_too_deep: return "field table nested too deep";
+      case errc::string_too_long: return "string too long";
+      case errc::protocol_version_mismatch: return "protocol version mismatch";
+      case errc::protocol_error: return "protocol error";
+      case errc::timeout: return "timed out";
+      case errc::connection_lost: return "connection lost";
+      case errc::connection_closed: return "connection closed";
+      case errc::channel_closed: return "channel closed";
+      case errc::access_refused: return "access refused";
+      case errc::not_found: return "not found";
+      case errc::resource_locked: return "resource locked";
+      case errc::precondition_failed: return "precondition failed";
+    }
+    return "unknown warren error";
+  }
+};
+
+}  // namespace
+
+const std::error_category& error_category() noexcept {
+  static const Category category;
+  return category;
+}
+
+std::string Error::to_string() const {
+  std::string text = code.message();
+  if (reply_code != 0) text += " (" + std::to_string(reply_code) + ")";
+  if (!detail.empty()) text += ": " + detail;
+  return text;
+}
+
+}  // namespace warren

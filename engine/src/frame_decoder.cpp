@@ -1,0 +1,154 @@
+#include "warren/wire/frame_decoder.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdio>
+#include <string>
+
+#include "warren/wire/byte_io.hpp"
+
+namespace warren::wire {
+namespace {
+
+std::string hex_byte(std::byte b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02X", std::to_integer<unsigned>(b));
+  return buf;
+}
+
+bool known_type(std::uint8_t t) { return t == 1 || t == 2 || t == 3 || t == 8; }
+
+}  // namespace
+
+void FrameDecoder::feed(std::span<const std::byte> input) {
+  assert(input_.empty() && "feed() before next() used up the previous input");
+  input_ = input;
+}
+
+Result<std::optional<FrameView>> FrameDecoder::latch(Error e) {
+  failed_ = true;
+  error_ = std::move(e);
+  input_ = {};
+  partial_.clear();
+  partial_.shrink_to_fit();
+  return error_;
+}
+
+std::size_t FrameDecoder::take(std::size_t want) {
+  std::size_t n = std::min(want, input_.size());
+  partial_.insert(partial_.end(), input_.begin(), input_.begin() + static_cast<std::ptrdiff_t>(n));
+  input_ = input_.subspan(n);
+  return n;
+}
+
+// Validates a frame header and sets `total` to the frame's whole size on the wire.
+std::optional<Error> FrameDecoder::check_header(std::span<const std::byte, frame_header_bytes> header,
+                                                std::size_t& total) const {
+  Reader r(header);
+  const std::uint8_t type = r.u8();
+  const std::uint16_t channel = r.u16();
+  const std::uint32_t size = r.u32();
+  if (!known_type(type))
+    return make_error(errc::unknown_frame_type, "frame type " + hex_byte(std::byte{type}) + " is not 1, 2, 3 or 8");
+  if (frame_max_ != 0 && std::uint64_t{size} + frame_overhead_bytes > frame_max_)
+    return make_error(errc::frame_too_large, "frame of " + std::to_string(std::uint64_t{size} + frame_overhead_bytes) +
+                                                 " bytes exceeds frame_max " + std::to_string(frame_max_));
+  const auto ftype = static_cast<FrameType>(type);
+  if (ftype == FrameType::method && size < method_header_bytes)
+    return make_error(errc::frame_too_small, "method frame of " + std::to_string(size) + " bytes has no class and method id");
+  if (ftype == FrameType::header && size < content_header_min_bytes)
+    return make_error(errc::frame_too_small, "content header frame of " + std::to_string(size) + " bytes is shorter than 14");
+  if (ftype == FrameType::heartbeat && size != 0)
+    return make_error(errc::malformed_payload, "heartbeat frame carries " + std::to_string(size) + " bytes");
+  if (ftype == FrameType::heartbeat && channel != 0)
+    return make_error(errc::protocol_error, "heartbeat frame on channel " + std::to_string(channel));
+  total = std::size_t{size} + frame_overhead_bytes;
+  return std::nullopt;
+}
+
+Result<std::optional<FrameView>> FrameDecoder::read_protocol_header() {
+  // A broker that does not speak our version answers with its own header and closes.
+  if (from_ == Peer::broker && partial_.empty() && !input_.empty() && input_[0] != std::byte{'A'}) {
+    started_ = true;
+    return std::optional<FrameView>{};
+  }
+  take(protocol_header.size() - partial_.size());
+  if (partial_.size() < protocol_header.size()) {
+    for (std::size_t i = 0; i < partial_.size(); ++i)
+      if (partial_[i] != protocol_header[i] && i < 4)
+        return latch(make_error(errc::protocol_error, "stream does not start with an AMQP protocol header"));
+    return std::optional<FrameView>{};
+  }
+  const auto& h = partial_;
+  if (!std::equal(h.begin(), h.begin() + 4, protocol_header.begin()))
+    return latch(make_error(errc::protocol_error, "stream does not start with an AMQP protocol header"));
+  if (from_ == Peer::broker) {
+    std::string version = std::to_string(std::to_integer<int>(h[5])) + "-" +
+                          std::to_string(std::to_integer<int>(h[6])) + "-" +
+                          std::to_string(std::to_integer<int>(h[7]));
+    return latch(make_error(errc::protocol_version_mismatch,
+                            "broker refused AMQP 0-9-1 and offered protocol " + version));
+  }
+  if (!std::equal(h.begin(), h.end(), protocol_header.begin()))
+    return latch(make_error(errc::protocol_version_mismatch, "client did not send the AMQP 0-9-1 protocol header"));
+  started_ = true;
+  partial_done_ = true;
+  partial_total_ = 0;
+  return std::optional<FrameView>{FrameView{FrameType::protocol_header, 0, partial_}};
+}
+
+Result<std::optional<FrameView>> FrameDecoder::next() {
+  if (failed_) return error_;
+  if (partial_done_) {
+    partial_.clear();  // its frame was handed out on the previous call; capacity stays
+    partial_done_ = false;
+    partial_total_ = 0;
+  }
+  if (!started_) {
+    auto r = read_protocol_header();
+    if (!r.ok() || r->has_value() || !started_) return r;
+  }
+
+  if (partial_.empty()) {
+    // Fast path: a whole frame in the caller's bytes is handed out without a copy.
+    if (input_.size() >= frame_header_bytes) {
+      std::size_t total = 0;
+      if (auto e = check_header(input_.first<frame_header_bytes>(), total)) return latch(std::move(*e));
+      if (input_.size() >= total) {
+        if (input_[total - 1] != frame_end)
+          return latch(make_error(errc::bad_frame_end, "frame end byte " + hex_byte(input_[total - 1]) + " is not 0xCE"));
+        Reader r(input_);
+        FrameView v{static_cast<FrameType>(r.u8()), r.u16(), input_.subspan(frame_header_bytes, total - frame_overhead_bytes)};
+        input_ = input_.subspan(total);
+        return std::optional<FrameView>{v};
+      }
+      partial_.reserve(total);
+      partial_total_ = total;
+    }
+    if (input_.empty()) return std::optional<FrameView>{};
+    take(input_.size());
+    return std::optional<FrameView>{};
+  }
+
+  // Slow path: finish the frame whose first bytes are buffered.
+  if (partial_total_ == 0) {
+    take(frame_header_bytes - partial_.size());
+    if (partial_.size() < frame_header_bytes) return std::optional<FrameView>{};
+    std::size_t total = 0;
+    if (auto e = check_header(std::span<const std::byte, frame_header_bytes>(partial_.data(), frame_header_bytes), total))
+      return latch(std::move(*e));
+    partial_.reserve(total);
+    partial_total_ = total;
+  }
+  take(partial_total_ - partial_.size());
+  if (partial_.size() < partial_total_) return std::optional<FrameView>{};
+  if (partial_.back() != frame_end)
+    return latch(make_error(errc::bad_frame_end, "frame end byte " + hex_byte(partial_.back()) + " is not 0xCE"));
+  Reader r(partial_);
+  FrameView v{static_cast<FrameType>(r.u8()), r.u16(),
+              std::span<const std::byte>(partial_).subspan(frame_header_bytes, partial_total_ - frame_overhead_bytes)};
+  partial_done_ = true;
+  return std::optional<FrameView>{v};
+}
+
+}  // namespace warren::wire

@@ -1,0 +1,111 @@
+// Hostile input: each is a clear error, never a crash, never an allocation sized by the peer.
+#include <gtest/gtest.h>
+
+#include "support/frames.hpp"
+
+namespace warren::wire {
+namespace {
+
+using test::from_hex;
+
+// A table nesting `depth` tables, built as bytes (the owning types refuse to build it).
+std::vector<std::byte> nested_table_bytes(int depth) {
+  std::vector<std::byte> content;  // innermost: empty
+  for (int i = 0; i < depth; ++i) {
+    std::vector<std::byte> outer = from_hex("01 6e 46");  // key "n", type F
+    auto n = static_cast<std::uint32_t>(content.size());
+    for (int s = 24; s >= 0; s -= 8) outer.push_back(std::byte(n >> s));
+    outer.insert(outer.end(), content.begin(), content.end());
+    content = std::move(outer);
+  }
+  return content;
+}
+
+TEST(Hostile, ATableNestedTenThousandDeep) {
+  auto bytes = nested_table_bytes(10000);
+  auto v = validate_table(bytes);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().code, errc::table_too_deep);
+  EXPECT_EQ(v.error().to_string(), "field table nested too deep: field tables nested deeper than 64");
+  auto d = decode_table(bytes);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().code, errc::table_too_deep);
+}
+
+TEST(Hostile, ATableNestedTenThousandDeepInsideAMethod) {
+  auto table = nested_table_bytes(10000);
+  std::vector<std::byte> payload = from_hex("0032 000a 0000 01 71 00");
+  auto n = static_cast<std::uint32_t>(table.size());
+  for (int s = 24; s >= 0; s -= 8) payload.push_back(std::byte(n >> s));
+  payload.insert(payload.end(), table.begin(), table.end());
+  auto r = decode_method(payload);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, errc::table_too_deep);
+  EXPECT_EQ(r.error().detail, "queue.declare arguments: field tables nested deeper than 64");
+}
+
+TEST(Hostile, AnArrayNestedTenThousandDeep) {
+  std::vector<std::byte> content;
+  for (int i = 0; i < 10000; ++i) {
+    std::vector<std::byte> outer = from_hex("41");
+    auto n = static_cast<std::uint32_t>(content.size());
+    for (int s = 24; s >= 0; s -= 8) outer.push_back(std::byte(n >> s));
+    outer.insert(outer.end(), content.begin(), content.end());
+    content = std::move(outer);
+  }
+  std::vector<std::byte> table = from_hex("01 61");
+  table.insert(table.end(), content.begin(), content.end());
+  auto v = validate_table(table);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().code, errc::table_too_deep);
+}
+
+TEST(Hostile, ALongStringClaimingFourGiB) {
+  auto in_table = validate_table(from_hex("01 6b 53 ffffffff 616263"));
+  ASSERT_FALSE(in_table.ok());
+  EXPECT_EQ(in_table.error().code, errc::malformed_payload);
+  EXPECT_EQ(in_table.error().detail, "field value runs past its table");
+
+  auto in_method = decode_method(from_hex("000a 000a 00 09 00000000 ffffffff 504c41494e"));
+  ASSERT_FALSE(in_method.ok());
+  EXPECT_EQ(in_method.error().detail, "connection.start field mechanisms runs past the frame");
+
+  auto table_length = decode_method(from_hex("000a 000a 00 09 ffffffff"));
+  ASSERT_FALSE(table_length.ok());
+  EXPECT_EQ(table_length.error().code, errc::malformed_payload);
+}
+
+TEST(Hostile, AFrameOfSizeFFFFFFFF) {
+  FrameDecoder d;
+  d.set_frame_max(131072);
+  auto bytes = from_hex("03 0001 ffffffff 00");
+  d.feed(bytes);
+  auto r = d.next();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, errc::frame_too_large);
+  EXPECT_EQ(r.error().detail, "frame of 4294967303 bytes exceeds frame_max 131072");
+  EXPECT_EQ(d.buffered_bytes(), 0u);
+  // With no negotiated limit the size is still never trusted: only received bytes are kept.
+  FrameDecoder unlimited(FrameDecoder::Peer::broker, 0);
+  unlimited.feed(bytes);
+  auto u = unlimited.next();
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->has_value());
+  EXPECT_EQ(unlimited.buffered_bytes(), bytes.size());
+}
+
+TEST(Hostile, AMethodWithUnknownClassOrMethod) {
+  auto unknown_class = decode_method(from_hex("ffff 0001"));
+  ASSERT_FALSE(unknown_class.ok());
+  EXPECT_EQ(unknown_class.error().code, errc::unknown_method);
+  EXPECT_EQ(unknown_class.error().to_string(), "unknown method: method 65535.1 is not one warren knows");
+  auto unknown_method = decode_method(from_hex("003c ffff"));
+  ASSERT_FALSE(unknown_method.ok());
+  EXPECT_EQ(unknown_method.error().detail, "method 60.65535 is not one warren knows");
+  auto tx = decode_method(from_hex("005a 000a"));
+  ASSERT_FALSE(tx.ok());
+  EXPECT_EQ(tx.error().code, errc::unknown_method);
+}
+
+}  // namespace
+}  // namespace warren::wire
