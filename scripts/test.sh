@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Every test warren has, from a fresh Debian 12 machine: install what is missing; build with
+# warnings as errors; run the codec and engine suites again under AddressSanitizer and UBSan;
+# build the libFuzzer targets with clang-14 and run each for a bounded number of inputs; start
+# a throwaway RabbitMQ on loopback for the suites that need a broker, and stop it even when a
+# test fails. Ends with one line: "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+scripts/setup-deps.sh || exit 1
+
+passed=0
+failed=0
+failures=()
+step() {  # step NAME COMMAND...: run one suite, count it
+  local name=$1
+  shift
+  echo "=== $name"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+  fi
+}
+# meson test over the given suites, counting each test case meson ran.
+meson_suites() {
+  local dir=$1
+  shift
+  local args=()
+  for s in "$@"; do args+=(--suite "$s"); done
+  rm -f "$dir/meson-logs/testlog.json"
+  meson test -C "$dir" --print-errorlogs --num-processes 1 "${args[@]}"
+  local rc=$?
+  if [[ -f $dir/meson-logs/testlog.json ]]; then
+    read -r ok bad < <(/usr/bin/python3 -c '
+import json, sys
+ok = bad = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)["result"]
+    if r == "OK": ok += 1
+    else: bad += 1
+print(ok, bad)' "$dir/meson-logs/testlog.json")
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+    if ((bad > 0)); then failures+=("meson tests in $dir"); fi
+  fi
+  if ((rc != 0)) && [[ ! -f $dir/meson-logs/testlog.json ]]; then
+    failed=$((failed + 1))
+    failures+=("meson test in $dir did not run")
+  fi
+}
+
+# 1. The default build, warnings as errors.
+if [[ ! -f build-ci/build.ninja ]]; then
+  meson setup build-ci -Dwerror=true >/dev/null || exit 1
+fi
+ninja -C build-ci || { echo "0 passed, 1 failed"; exit 1; }
+
+# 2. The codec and engine suites under AddressSanitizer + UBSan, in their own build.
+if [[ ! -f build-asan/build.ninja ]]; then
+  meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false \
+    -Dbuildtype=debug >/dev/null || exit 1
+fi
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+ninja -C build-asan tests/unit-tests tests/property-tests || { echo "0 passed, 1 failed"; exit 1; }
+step "asan: unit" build-asan/tests/unit-tests --gtest_brief=1
+step "asan: property" build-asan/tests/property-tests --gtest_brief=1
+
+# 3. libFuzzer targets, a bounded run each over the seed corpus.
+if [[ ! -f build-fuzz/build.ninja ]]; then
+  CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbench=false \
+    -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || exit 1
+fi
+ninja -C build-fuzz || { echo "0 passed, 1 failed"; exit 1; }
+for target in frame_decoder field_table content_header method; do
+  work=$(mktemp -d)
+  step "fuzz: $target" build-fuzz/fuzz/fuzz-$target -runs=${FUZZ_RUNS:-200000} -max_len=4096 \
+    -print_final_stats=0 "$work" "$root/fuzz/corpus/$target"
+  rm -rf "$work"
+done
+
+# 4. Everything in the default build, with a throwaway broker for the suites that need one.
+broker_dir=$(mktemp -d /tmp/warren-test-broker.XXXXXX)
+trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
+if env_text=$(scripts/broker-start.sh "$broker_dir" 0 0); then
+  eval "$env_text"
+  export RMQ_PORT RMQ_CTL
+else
+  echo "test.sh: the test broker did not start; the broker suites will fail" >&2
+fi
+meson_suites build-ci codec property pika broker
+step "demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
+
+echo
+if ((failed > 0)); then printf 'failed: %s\n' "${failures[@]}"; fi
+echo "$passed passed, $failed failed"
+((failed == 0))
