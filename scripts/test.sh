@@ -75,7 +75,7 @@ fi
 ninja -C build-fuzz || { echo "0 passed, 1 failed"; exit 1; }
 for target in frame_decoder field_table content_header method; do
   work=$(mktemp -d)
-  step "fuzz: $target" build-fuzz/fuzz/fuzz-$target -runs=${FUZZ_RUNS:-200000} -max_len=4096 \
+  step "fuzz: $target" build-fuzz/fuzz/fuzz-$target -runs=${FUZZ_RUNS:-200000} -max_total_time=30 -max_len=4096 \
     -print_final_stats=0 "$work" "$root/fuzz/corpus/$target"
   rm -rf "$work"
 done

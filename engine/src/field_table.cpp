@@ -45,7 +45,7 @@ class Walker {
       std::string_view key = in_.shortstr();
       if (in_.failed()) return fail(errc::malformed_payload, "field table key runs past its table");
       FieldValue* slot = nullptr;
-      if constexpr (Build) slot = &out->entries.emplace_back(std::string(key), FieldValue{}).second;
+      if constexpr (Build) slot = &out->entries.emplace_back(std::string(key), FieldValue{}).value;
       if (!value(depth, slot)) return false;
     }
     return true;

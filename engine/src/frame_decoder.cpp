@@ -34,6 +34,12 @@ Result<std::optional<FrameView>> FrameDecoder::latch(Error e) {
   return error_;
 }
 
+// With a frame_max in force the size was checked against it, so reserving it is bounded by
+// our own limit; without one, the buffer grows only with the bytes that actually arrive.
+void FrameDecoder::reserve_for(std::size_t total) {
+  if (frame_max_ != 0) partial_.reserve(total);
+}
+
 std::size_t FrameDecoder::take(std::size_t want) {
   std::size_t n = std::min(want, input_.size());
   partial_.insert(partial_.end(), input_.begin(), input_.begin() + static_cast<std::ptrdiff_t>(n));
@@ -122,7 +128,7 @@ Result<std::optional<FrameView>> FrameDecoder::next() {
         input_ = input_.subspan(total);
         return std::optional<FrameView>{v};
       }
-      partial_.reserve(total);
+      reserve_for(total);
       partial_total_ = total;
     }
     if (input_.empty()) return std::optional<FrameView>{};
@@ -137,7 +143,7 @@ Result<std::optional<FrameView>> FrameDecoder::next() {
     std::size_t total = 0;
     if (auto e = check_header(std::span<const std::byte, frame_header_bytes>(partial_.data(), frame_header_bytes), total))
       return latch(std::move(*e));
-    partial_.reserve(total);
+    reserve_for(total);
     partial_total_ = total;
   }
   take(partial_total_ - partial_.size());

@@ -34,11 +34,20 @@ struct ByteArray {
 };
 
 struct FieldValue;
+struct FieldEntry;
 using FieldArray = std::vector<FieldValue>;
 
 // Entries keep their wire order, so decode-then-encode gives back the same bytes.
 struct FieldTable {
-  std::vector<std::pair<std::string, FieldValue>> entries;
+  std::vector<FieldEntry> entries;
+
+  // Declared here, defined once FieldEntry is complete: a table nests inside its own values.
+  FieldTable();
+  FieldTable(const FieldTable&);
+  FieldTable(FieldTable&&) noexcept;
+  FieldTable& operator=(const FieldTable&);
+  FieldTable& operator=(FieldTable&&) noexcept;
+  ~FieldTable();
 
   [[nodiscard]] const FieldValue* find(std::string_view key) const;
   FieldTable& set(std::string key, FieldValue value);  // replaces an existing key
@@ -60,14 +69,29 @@ struct FieldValue {
 
   FieldValue() : value(Void{}) {}
   template <class T>
-    requires std::is_constructible_v<FieldVariant, T&&> &&
-             (!std::is_same_v<std::remove_cvref_t<T>, FieldValue>)
+    requires(!std::is_same_v<std::remove_cvref_t<T>, FieldValue>) &&
+            std::is_constructible_v<FieldVariant, T&&>
   FieldValue(T&& v) : value(std::forward<T>(v)) {}  // NOLINT: values convert implicitly
   FieldValue(const char* text) : value(std::string(text)) {}  // NOLINT
 
   [[nodiscard]] char type_tag() const noexcept { return field_type_tags[value.index()]; }
   friend bool operator==(const FieldValue& a, const FieldValue& b) { return a.value == b.value; }
 };
+
+struct FieldEntry {
+  std::string key;
+  FieldValue value;
+
+  FieldEntry(std::string k, FieldValue v) : key(std::move(k)), value(std::move(v)) {}
+  friend bool operator==(const FieldEntry&, const FieldEntry&) = default;
+};
+
+inline FieldTable::FieldTable() = default;
+inline FieldTable::FieldTable(const FieldTable&) = default;
+inline FieldTable::FieldTable(FieldTable&&) noexcept = default;
+inline FieldTable& FieldTable::operator=(const FieldTable&) = default;
+inline FieldTable& FieldTable::operator=(FieldTable&&) noexcept = default;
+inline FieldTable::~FieldTable() = default;
 
 inline bool operator==(const FieldTable& a, const FieldTable& b) { return a.entries == b.entries; }
 

@@ -53,6 +53,7 @@ class FrameDecoder {
   std::optional<Error> check_header(std::span<const std::byte, frame_header_bytes> header,
                                     std::size_t& total) const;
   std::size_t take(std::size_t want);
+  void reserve_for(std::size_t total);
 
   Peer from_;
   std::uint32_t frame_max_;

@@ -1,0 +1,35 @@
+// Rule: validation and decoding agree on every input (both accept or both refuse, with the
+// same error); an accepted table re-encodes to bytes of the same size that decode to the same
+// table and re-encode to themselves (only a boolean's non-zero octet is normalised to 1).
+#include <cstdlib>
+#include <cstring>
+
+#include "fuzz_common.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace warren::wire;
+  auto bytes = std::span(reinterpret_cast<const std::byte*>(data), size);
+  auto valid = validate_table(bytes);
+  auto decoded = decode_table(bytes);
+  if (valid.ok() != decoded.ok()) std::abort();
+  if (!valid.ok()) {
+    if (!(valid.error() == decoded.error())) std::abort();
+    return 0;
+  }
+  auto encode = [](const FieldTable& t) {
+    auto n = encoded_table_size(t);
+    if (!n.ok()) std::abort();
+    std::vector<std::byte> out(*n);
+    Writer w(out.data());
+    encode_table_content(w, t);
+    return out;
+  };
+  auto once = encode(*decoded);
+  if (once.size() != size) std::abort();
+  auto again = decode_table(once);
+  if (!again.ok() || to_string(*again) != to_string(*decoded)) std::abort();
+  auto twice = encode(*again);
+  if (twice.size() != once.size()) std::abort();
+  if (!once.empty() && std::memcmp(twice.data(), once.data(), once.size()) != 0) std::abort();
+  return 0;
+}
