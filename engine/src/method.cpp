@@ -37,13 +37,11 @@ constexpr auto make_index(std::index_sequence<I...>) {
 }
 constexpr auto alt_index = make_index(std::make_index_sequence<method_count>{});
 
-using DecodeFn = Result<Method> (*)(Reader&);
+using DecodeFn = Result<void> (*)(Reader&, Method&);
 
 template <class M>
-Result<Method> decode_as(Reader& in) {
-  auto m = detail::decode_fields<M>(in);
-  if (!m.ok()) return std::move(m).error();
-  return Method{std::in_place_type<M>, std::move(m).value()};
+Result<void> decode_as(Reader& in, Method& out) {
+  return detail::decode_fields_into(in, out.emplace<M>());
 }
 
 template <std::size_t... I>
@@ -67,6 +65,12 @@ int find_alternative(MethodId id) {
 }  // namespace
 
 Result<Method> decode_method(std::span<const std::byte> payload) {
+  Method m;
+  if (auto r = decode_method(payload, m); !r.ok()) return std::move(r).error();
+  return m;
+}
+
+Result<void> decode_method(std::span<const std::byte> payload, Method& out) {
   Reader in(payload);
   MethodId id{in.u16(), in.u16()};
   if (in.failed())
@@ -77,7 +81,7 @@ Result<Method> decode_method(std::span<const std::byte> payload) {
     return make_error(errc::unknown_method, "method " + std::to_string(id.class_id) + "." +
                                                 std::to_string(id.method_id) +
                                                 " is not one warren knows");
-  return decoders[static_cast<std::size_t>(alt)](in);
+  return decoders[static_cast<std::size_t>(alt)](in, out);
 }
 
 MethodId method_id(const Method& m) {

@@ -120,8 +120,17 @@ constexpr std::uint16_t known_flags = 0xFFFC;
 }  // namespace
 
 Result<ContentHeader> decode_content_header(std::span<const std::byte> payload) {
-  Reader in(payload);
   ContentHeader h;
+  if (auto r = decode_content_header(payload, h); !r.ok()) return std::move(r).error();
+  return h;
+}
+
+Result<void> decode_content_header(std::span<const std::byte> payload, ContentHeader& h) {
+  Reader in(payload);
+  if (h.property_flags != 0) {  // a header decoded into before had properties: clear them
+    h.properties = BasicProperties{};
+    h.property_flags = 0;
+  }
   h.class_id = in.u16();
   in.u16();  // weight: unused, always 0
   h.body_size = in.u64();
@@ -139,6 +148,13 @@ Result<ContentHeader> decode_content_header(std::span<const std::byte> payload) 
   }
   if (flags & ~known_flags & 0xFFFE)
     return make_error(errc::malformed_payload, "property flag bit 1 names no basic property");
+  h.property_flags = flags & known_flags;
+  if ((flags & known_flags) == 0) {
+    if (in.remaining() != 0)
+      return make_error(errc::malformed_payload, "content header has " + std::to_string(in.remaining()) +
+                                                     " bytes after its last property");
+    return {};
+  }
   Decoder d{in, flags, nullptr, {}};
   BasicProperties::fields(h.properties, d);
   if (d.failed) {
@@ -152,7 +168,7 @@ Result<ContentHeader> decode_content_header(std::span<const std::byte> payload) 
   if (in.remaining() != 0)
     return make_error(errc::malformed_payload, "content header has " + std::to_string(in.remaining()) +
                                                    " bytes after its last property");
-  return h;
+  return {};
 }
 
 Result<std::size_t> content_header_size(const BasicProperties& properties) {

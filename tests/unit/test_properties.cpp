@@ -69,6 +69,24 @@ TEST(Properties, SomeProperties) {
   EXPECT_EQ(to_hex(bytes), "003c00000000000000000000" "1400" "02" "027231");
 }
 
+TEST(Properties, AReusedHeaderForgetsThePreviousMessagesProperties) {
+  BasicProperties p;
+  p.message_id = "first";
+  p.priority = 1;
+  auto with = encode(5, p);
+  auto without = encode(6, {});
+  ContentHeader h;
+  ASSERT_TRUE(decode_content_header(with, h).ok());
+  EXPECT_EQ(to_string(h.properties), "{priority=1, message_id=\"first\"}");
+  ASSERT_TRUE(decode_content_header(without, h).ok());
+  EXPECT_EQ(h.body_size, 6u);
+  EXPECT_EQ(to_string(h.properties), "{}");
+  BasicProperties q;
+  q.app_id = "second";
+  ASSERT_TRUE(decode_content_header(encode(7, q), h).ok());
+  EXPECT_EQ(to_string(h.properties), "{app_id=\"second\"}");
+}
+
 TEST(Properties, RefusesAClassOtherThanBasic) {
   auto r = decode_content_header(from_hex("0032 0000 0000000000000000 0000"));
   ASSERT_FALSE(r.ok());

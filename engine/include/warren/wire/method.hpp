@@ -36,6 +36,8 @@ using Method = std::variant<
 // past the payload, an invalid table, or bytes left over after the last field. String and
 // table fields are views into `payload`.
 [[nodiscard]] Result<Method> decode_method(std::span<const std::byte> payload);
+// The same, decoding into `out` in place (the hot path: no copy of the variant).
+[[nodiscard]] Result<void> decode_method(std::span<const std::byte> payload, Method& out);
 
 [[nodiscard]] MethodId method_id(const Method& m);
 [[nodiscard]] std::string_view method_name(const Method& m);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -112,7 +113,7 @@ class DecodeVisitor {
   explicit DecodeVisitor(Reader& in) : in_(in) {}
 
   const char* failed_field = nullptr;  // the first field that ran past the payload or was invalid
-  Error table_error;
+  std::optional<Error> table_error;
 
   void octet(const char* n, std::uint8_t& v) { end_bits(); v = in_.u8(); check(n); }
   void short_(const char* n, std::uint16_t& v) { end_bits(); v = in_.u16(); check(n); }
@@ -138,7 +139,7 @@ class DecodeVisitor {
     auto valid = validate_table(content);
     if (!valid.ok()) {
       failed_field = n;
-      table_error = valid.error();
+      table_error = std::move(valid).error();
       return;
     }
     t = TableRef::validated(content);
@@ -213,15 +214,14 @@ void encode_payload(Writer& out, const M& m) {
   M::fields(m, v);
 }
 
-// Decodes the fields after the class and method ids; every byte must be used.
+// Decodes the fields after the class and method ids into `m`; every byte must be used.
 template <class M>
-[[nodiscard]] Result<M> decode_fields(Reader& in) {
-  M m{};
+[[nodiscard]] Result<void> decode_fields_into(Reader& in, M& m) {
   DecodeVisitor v(in);
   M::fields(m, v);
   if (v.failed_field) {
-    if (v.table_error.code) {
-      Error e = v.table_error;
+    if (v.table_error) {
+      Error e = std::move(*v.table_error);
       e.detail = std::string(M::name) + " " + v.failed_field + ": " + e.detail;
       return e;
     }
@@ -232,7 +232,7 @@ template <class M>
     return make_error(errc::malformed_payload, std::string(M::name) + " has " +
                                                    std::to_string(in.remaining()) +
                                                    " bytes after its last field");
-  return m;
+  return {};
 }
 
 }  // namespace warren::wire::detail

@@ -53,6 +53,7 @@ struct BasicProperties {
 struct ContentHeader {
   std::uint16_t class_id = 60;
   std::uint64_t body_size = 0;
+  std::uint16_t property_flags = 0;  // as decoded; lets a reused header skip clearing
   BasicProperties properties;
 };
 
@@ -61,6 +62,8 @@ inline constexpr std::uint16_t basic_class_id = 60;
 // Decodes a header frame's payload. Refuses a class other than basic, a flag for a property
 // that does not exist, a property that runs past the payload, and trailing bytes.
 [[nodiscard]] Result<ContentHeader> decode_content_header(std::span<const std::byte> payload);
+// The same, into `out` in place (the hot path: no copy of the properties).
+[[nodiscard]] Result<void> decode_content_header(std::span<const std::byte> payload, ContentHeader& out);
 
 // Payload size of a basic content header with these properties (class, weight, size, flags
 // included); refuses strings over 255 bytes and tables that cannot be encoded.
