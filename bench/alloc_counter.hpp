@@ -6,6 +6,11 @@
 #include <cstdlib>
 #include <new>
 
+// GCC cannot see that the replaced operator new below is the malloc these free() calls pair with.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 namespace warren::bench {
 inline std::size_t allocations = 0;
 }

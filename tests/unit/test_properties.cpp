@@ -83,7 +83,8 @@ TEST(Properties, AReusedHeaderForgetsThePreviousMessagesProperties) {
   EXPECT_EQ(to_string(h.properties), "{}");
   BasicProperties q;
   q.app_id = "second";
-  ASSERT_TRUE(decode_content_header(encode(7, q), h).ok());
+  auto third = encode(7, q);
+  ASSERT_TRUE(decode_content_header(third, h).ok());
   EXPECT_EQ(to_string(h.properties), "{app_id=\"second\"}");
 }
 
