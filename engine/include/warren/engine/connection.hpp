@@ -1,0 +1,100 @@
+// The sans-I/O connection engine: a state machine over the codec. Bytes and time come in
+// (handle_*), bytes, deadlines and events go out (pending_output, poll_timeout, poll_event),
+// commands are verbs. No sockets, no threads, no clock, and it never calls out.
+//
+// A driver's loop: after handle_bytes, drain poll_event() until it returns nullopt,
+// dispatching each event before polling the next; write pending_output() (one gathered
+// write) and consume_output() what was written; re-arm a timer for poll_timeout(); call
+// handle_timeout() when it fires. Feed bytes only once poll_event() has returned nullopt
+// (the engine reads frames lazily, so views in events point into the bytes it was given).
+// Close the socket once finished() is true.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "warren/engine/events.hpp"
+#include "warren/engine/options.hpp"
+#include "warren/engine/types.hpp"
+#include "warren/result.hpp"
+#include "warren/wire/method.hpp"
+#include "warren/wire/output_queue.hpp"
+#include "warren/wire/properties.hpp"
+
+namespace warren::engine {
+
+class Connection {
+ public:
+  Connection(ConnectionOptions options, Instant now);  // queues the protocol header
+  ~Connection();
+  Connection(Connection&&) noexcept;
+  Connection& operator=(Connection&&) noexcept;
+
+  // ---- inputs
+  void handle_bytes(std::span<const std::byte> bytes, Instant now);
+  void handle_eof(Instant now);      // the transport lost the stream
+  void handle_timeout(Instant now);  // extra calls are harmless
+
+  // ---- outputs
+  [[nodiscard]] std::optional<Event> poll_event();
+  [[nodiscard]] wire::OutputView pending_output() const;
+  void consume_output(std::size_t written_bytes);
+  [[nodiscard]] std::optional<Instant> poll_timeout() const;
+
+  // ---- state
+  [[nodiscard]] bool is_open() const noexcept;      // handshake done, nothing latched
+  [[nodiscard]] bool finished() const noexcept;     // closed or failed, and its output written
+  [[nodiscard]] bool is_blocked() const noexcept;   // between connection.blocked and unblocked
+  [[nodiscard]] bool wants_input() const noexcept;  // false: stop reading for now
+  [[nodiscard]] bool congested() const noexcept;    // output (and blocked publishes) over the limit
+  [[nodiscard]] const Error* error() const noexcept;  // the latched cause, once there is one
+  [[nodiscard]] std::uint32_t frame_max_bytes() const noexcept;
+
+  // ---- commands. Each registers what will settle it before it queues its frame. A request
+  // returns its RequestId (0 for no_wait: nothing will answer). After the latch, every
+  // command returns the latched error.
+  [[nodiscard]] Result<ChannelId> open_channel(Instant now);
+  [[nodiscard]] Result<RequestId> close_channel(ChannelId channel, Instant now);
+  [[nodiscard]] Result<RequestId> channel_flow(ChannelId channel, bool active, Instant now);
+  [[nodiscard]] Result<RequestId> exchange_declare(ChannelId channel, const wire::ExchangeDeclare& m, Instant now);
+  [[nodiscard]] Result<RequestId> exchange_delete(ChannelId channel, const wire::ExchangeDelete& m, Instant now);
+  [[nodiscard]] Result<RequestId> exchange_bind(ChannelId channel, const wire::ExchangeBind& m, Instant now);
+  [[nodiscard]] Result<RequestId> exchange_unbind(ChannelId channel, const wire::ExchangeUnbind& m, Instant now);
+  [[nodiscard]] Result<RequestId> queue_declare(ChannelId channel, const wire::QueueDeclare& m, Instant now);
+  [[nodiscard]] Result<RequestId> queue_bind(ChannelId channel, const wire::QueueBind& m, Instant now);
+  [[nodiscard]] Result<RequestId> queue_unbind(ChannelId channel, const wire::QueueUnbind& m, Instant now);
+  [[nodiscard]] Result<RequestId> queue_purge(ChannelId channel, const wire::QueuePurge& m, Instant now);
+  [[nodiscard]] Result<RequestId> queue_delete(ChannelId channel, const wire::QueueDelete& m, Instant now);
+  // The application's own qos: from then on, subscriptions on this channel that name no
+  // prefetch send none.
+  [[nodiscard]] Result<RequestId> basic_qos(ChannelId channel, const wire::BasicQos& m, Instant now);
+  // A subscription. Without `prefetch` and without an application qos on the channel, the
+  // engine sends basic.qos(default_prefetch) first; with `prefetch`, basic.qos(prefetch)
+  // (0 = unlimited). The qos and the consume go out together. The RequestId settles with
+  // consume-ok.
+  [[nodiscard]] Result<RequestId> basic_consume(ChannelId channel, const wire::BasicConsume& m,
+                                                std::optional<std::uint16_t> prefetch, Instant now);
+  [[nodiscard]] Result<RequestId> basic_cancel(ChannelId channel, std::string_view consumer_tag, Instant now);
+  [[nodiscard]] Result<RequestId> basic_get(ChannelId channel, const wire::BasicGet& m, Instant now);
+  [[nodiscard]] Result<RequestId> basic_recover(ChannelId channel, bool requeue, Instant now);
+  [[nodiscard]] Result<RequestId> confirm_select(ChannelId channel, Instant now);
+  // A publish: one deadline (the channel's request timeout) covers waiting while blocked,
+  // writing and, in confirm mode, the broker's answer. Settles with PublishDone.
+  [[nodiscard]] Result<PublishId> publish(ChannelId channel, const wire::BasicPublish& m,
+                                          const wire::BasicProperties& properties,
+                                          std::span<const std::byte> body, Instant now);
+  [[nodiscard]] Result<void> ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple);
+  [[nodiscard]] Result<void> nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue);
+  [[nodiscard]] Result<void> reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue);
+  // connection.close; finished once the broker's close-ok arrives (or close_timeout passes).
+  [[nodiscard]] Result<void> close(Instant now, std::uint16_t reply_code = 200, std::string_view reply_text = "");
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace warren::engine

@@ -1,0 +1,323 @@
+// The verbs. Each registers what will settle it (a pending request, a tracked publish) before
+// it queues its frame, so an answer that arrives before the write settles always finds it.
+#include <algorithm>
+
+#include "impl.hpp"
+
+namespace warren::engine {
+
+using namespace detail;
+
+Result<Channel*> Connection::Impl::usable_channel(ChannelId id) {
+  if (auto r = check_open(); !r.ok()) return std::move(r).error();
+  Channel* ch = channel(id);
+  if (!ch) return make_error(errc::channel_closed, "channel " + std::to_string(id) + " is not open");
+  if (std::holds_alternative<Channel::Closing>(ch->state))
+    return make_error(errc::channel_closed, "channel " + std::to_string(id) + " is closing");
+  return ch;
+}
+
+template <class M, class Answer>
+Result<RequestId> Connection::Impl::request(ChannelId channel, const M& m, bool no_wait, PendingRequest::Kind kind,
+                                            std::string consumer_tag, bool no_ack) {
+  auto ch = usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  const RequestId id = no_wait ? 0 : ++next_request_;
+  if (!no_wait) {
+    (*ch)->pending.push_back(PendingRequest{id, M::id, Answer::id, {}, expiry(options_.request_timeout), kind,
+                                            std::move(consumer_tag), no_ack});
+  }
+  if (auto w = wire::write_method(output_, channel, m, frame_max_); !w.ok()) {
+    if (!no_wait) (*ch)->pending.pop_back();
+    return std::move(w).error();
+  }
+  note_sent();
+  return id;
+}
+
+void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline) {
+  if (ch.confirm_mode) {
+    ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, false});
+  } else {
+    unwritten_.push_back(Unwritten{id, ch.id, written_total_ + output_.size_bytes(), deadline});
+  }
+}
+
+// connection.unblocked: the publishes that waited go out in the order they were made, and
+// only now take their confirm sequence numbers.
+void Connection::Impl::release_waiting() {
+  while (!waiting_.empty() && !blocked_) {
+    Waiting w = waiting_.pop_front();
+    waiting_bytes_ -= w.frames.size();
+    Channel* ch = channel(w.channel);
+    if (!ch || std::holds_alternative<Channel::Closing>(ch->state)) continue;  // failed when it closed
+    output_.append(w.frames);
+    note_sent();
+    track_publish(*ch, w.id, w.deadline);
+  }
+}
+
+// ---- public verbs
+
+Result<ChannelId> Connection::open_channel(Instant now) {
+  auto& s = *impl_;
+  s.now_ = now;
+  if (auto r = s.check_open(); !r.ok()) return std::move(r).error();
+  const std::size_t limit = s.channels_.size();
+  ChannelId id = 0;
+  for (std::size_t n = 1; n < limit; ++n)
+    if (!s.channels_[n]) {
+      id = static_cast<ChannelId>(n);
+      break;
+    }
+  if (id == 0)
+    return make_error(errc::resource_locked, "all " + std::to_string(limit - 1) + " channels are in use (channel_max)");
+  auto ch = std::make_unique<Channel>();
+  ch->id = id;
+  ch->state = Channel::Opening{s.expiry(s.options_.request_timeout)};
+  ch->pending.push_back(PendingRequest{0, wire::ChannelOpen::id, wire::ChannelOpenOk::id, {},
+                                       s.expiry(s.options_.request_timeout), PendingRequest::Kind::open, {}, false});
+  s.channels_[id] = std::move(ch);
+  s.active_.push_back(id);
+  s.send_method(id, wire::ChannelOpen{});
+  return id;
+}
+
+Result<RequestId> Connection::close_channel(ChannelId channel, Instant now) {
+  auto& s = *impl_;
+  s.now_ = now;
+  auto ch = s.usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  const RequestId id = ++s.next_request_;
+  Error cause = make_error(errc::channel_closed, "closed by the application");
+  cause.reply_code = wire::reply::success;
+  s.begin_channel_close(**ch, cause, id);
+  return id;
+}
+
+Result<RequestId> Connection::channel_flow(ChannelId channel, bool active, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::ChannelFlow, wire::ChannelFlowOk>(channel, wire::ChannelFlow{active}, false);
+}
+
+Result<RequestId> Connection::exchange_declare(ChannelId channel, const wire::ExchangeDeclare& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::ExchangeDeclare, wire::ExchangeDeclareOk>(channel, m, m.no_wait);
+}
+
+Result<RequestId> Connection::exchange_delete(ChannelId channel, const wire::ExchangeDelete& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::ExchangeDelete, wire::ExchangeDeleteOk>(channel, m, m.no_wait);
+}
+
+Result<RequestId> Connection::exchange_bind(ChannelId channel, const wire::ExchangeBind& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::ExchangeBind, wire::ExchangeBindOk>(channel, m, m.no_wait);
+}
+
+Result<RequestId> Connection::exchange_unbind(ChannelId channel, const wire::ExchangeUnbind& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::ExchangeUnbind, wire::ExchangeUnbindOk>(channel, m, m.no_wait);
+}
+
+Result<RequestId> Connection::queue_declare(ChannelId channel, const wire::QueueDeclare& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::QueueDeclare, wire::QueueDeclareOk>(channel, m, m.no_wait);
+}
+
+Result<RequestId> Connection::queue_bind(ChannelId channel, const wire::QueueBind& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::QueueBind, wire::QueueBindOk>(channel, m, m.no_wait);
+}
+
+Result<RequestId> Connection::queue_unbind(ChannelId channel, const wire::QueueUnbind& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::QueueUnbind, wire::QueueUnbindOk>(channel, m, false);
+}
+
+Result<RequestId> Connection::queue_purge(ChannelId channel, const wire::QueuePurge& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::QueuePurge, wire::QueuePurgeOk>(channel, m, m.no_wait);
+}
+
+Result<RequestId> Connection::queue_delete(ChannelId channel, const wire::QueueDelete& m, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::QueueDelete, wire::QueueDeleteOk>(channel, m, m.no_wait);
+}
+
+Result<RequestId> Connection::basic_qos(ChannelId channel, const wire::BasicQos& m, Instant now) {
+  impl_->now_ = now;
+  auto r = impl_->request<wire::BasicQos, wire::BasicQosOk>(channel, m, false);
+  if (r.ok()) impl_->channel(channel)->app_qos = true;
+  return r;
+}
+
+Result<RequestId> Connection::basic_consume(ChannelId channel, const wire::BasicConsume& m,
+                                            std::optional<std::uint16_t> prefetch, Instant now) {
+  auto& s = *impl_;
+  s.now_ = now;
+  auto ch = s.usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  if (m.no_wait && m.consumer_tag.empty())
+    return make_error(errc::precondition_failed, "a no-wait basic.consume needs a consumer tag of its own");
+  if (!m.consumer_tag.empty() && (*ch)->find_consumer(m.consumer_tag))
+    return make_error(errc::precondition_failed, "consumer tag " + std::string(m.consumer_tag) + " is already in use");
+  // Check the consume encodes before its qos is queued: the two go out together or not at all.
+  if (auto size = wire::detail::payload_size(m); !size.ok()) return std::move(size).error();
+  // RabbitMQ applies the prefetch in force when the consume arrives, so the qos goes first,
+  // immediately before it. Without any prefetch, a subscription would receive the whole queue.
+  std::optional<std::uint16_t> qos = prefetch;
+  if (!qos && !(*ch)->app_qos) qos = s.options_.default_prefetch;
+  if (qos) {
+    auto q = s.request<wire::BasicQos, wire::BasicQosOk>(channel, wire::BasicQos{0, *qos, false}, false);
+    if (!q.ok()) return std::move(q).error();
+    // The engine's own qos: its answer emits nothing.
+    (*ch)->pending.back().id = 0;
+    --s.next_request_;
+  }
+  auto r = s.request<wire::BasicConsume, wire::BasicConsumeOk>(channel, m, m.no_wait, PendingRequest::Kind::consume,
+                                                               std::string(m.consumer_tag), m.no_ack);
+  if (r.ok() && m.no_wait) (*ch)->consumers.push_back(Consumer{std::string(m.consumer_tag), m.no_ack, false});
+  return r;
+}
+
+Result<RequestId> Connection::basic_cancel(ChannelId channel, std::string_view consumer_tag, Instant now) {
+  auto& s = *impl_;
+  s.now_ = now;
+  auto ch = s.usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  Consumer* c = (*ch)->find_consumer(consumer_tag);
+  if (!c) return make_error(errc::not_found, "no consumer " + std::string(consumer_tag) + " on channel " + std::to_string(channel));
+  if (c->cancelling) return make_error(errc::precondition_failed, "consumer " + std::string(consumer_tag) + " is already cancelling");
+  // Until cancel-ok the tag stays routed, so a delivery that raced the cancel is seen and
+  // handed back rather than left unacknowledged.
+  c->cancelling = true;
+  auto r = s.request<wire::BasicCancel, wire::BasicCancelOk>(channel, wire::BasicCancel{consumer_tag, false}, false,
+                                                             PendingRequest::Kind::cancel, std::string(consumer_tag));
+  if (!r.ok()) c->cancelling = false;
+  return r;
+}
+
+Result<RequestId> Connection::basic_get(ChannelId channel, const wire::BasicGet& m, Instant now) {
+  auto& s = *impl_;
+  s.now_ = now;
+  auto r = s.request<wire::BasicGet, wire::BasicGetOk>(channel, m, false, PendingRequest::Kind::get);
+  if (r.ok()) s.channel(channel)->pending.back().alternative = wire::BasicGetEmpty::id;
+  return r;
+}
+
+Result<RequestId> Connection::basic_recover(ChannelId channel, bool requeue, Instant now) {
+  impl_->now_ = now;
+  return impl_->request<wire::BasicRecover, wire::BasicRecoverOk>(channel, wire::BasicRecover{requeue}, false);
+}
+
+Result<RequestId> Connection::confirm_select(ChannelId channel, Instant now) {
+  auto& s = *impl_;
+  s.now_ = now;
+  auto ch = s.usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  if ((*ch)->confirm_mode) return make_error(errc::precondition_failed, "channel " + std::to_string(channel) + " is already in confirm mode");
+  auto r = s.request<wire::ConfirmSelect, wire::ConfirmSelectOk>(channel, wire::ConfirmSelect{false}, false);
+  // Numbering starts with the select itself: a publish queued before select-ok is number 1.
+  if (r.ok()) {
+    (*ch)->confirm_mode = true;
+    (*ch)->next_seq = 1;
+  }
+  return r;
+}
+
+Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
+                                      const wire::BasicProperties& properties, std::span<const std::byte> body,
+                                      Instant now) {
+  auto& s = *impl_;
+  s.now_ = now;
+  auto ch = s.usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  if (body.size() > s.options_.max_body_bytes)
+    return make_error(errc::frame_too_large, "message body of " + std::to_string(body.size()) +
+                                                 " bytes exceeds max_body_bytes " + std::to_string(s.options_.max_body_bytes));
+  const Instant deadline = s.expiry(s.options_.request_timeout);
+  if (s.blocked_ || !s.waiting_.empty()) {
+    // The broker stopped reading: the publish waits here, encoded, and takes its sequence
+    // number only when it is queued. Twice the output limit is a hard bound.
+    if (s.output_.size_bytes() + s.waiting_bytes_ > 2 * s.options_.output_limit_bytes)
+      return make_error(errc::resource_locked, "the connection is blocked and " + std::to_string(s.waiting_bytes_) +
+                                                   " bytes of publishes already wait");
+    wire::OutputQueue scratch;
+    if (auto w = wire::write_content(scratch, channel, m, properties, body, s.frame_max_); !w.ok())
+      return std::move(w).error();
+    const PublishId id = ++s.next_publish_;
+    auto frames = scratch.to_vector();
+    s.waiting_bytes_ += frames.size();
+    s.waiting_.push_back(Waiting{id, channel, std::move(frames), deadline});
+    if (s.congested()) s.was_congested_ = true;
+    return id;
+  }
+  if (auto w = wire::write_content(s.output_, channel, m, properties, body, s.frame_max_); !w.ok())
+    return std::move(w).error();
+  s.note_sent();
+  const PublishId id = ++s.next_publish_;
+  s.track_publish(**ch, id, deadline);
+  if (s.congested()) s.was_congested_ = true;
+  return id;
+}
+
+namespace {
+
+Result<void> check_tag(const Channel& ch, std::uint64_t tag, bool multiple) {
+  if (tag == 0 && multiple) return {};  // everything delivered so far
+  if (tag == 0 || tag > ch.max_delivery_tag)
+    return make_error(errc::precondition_failed, "delivery tag " + std::to_string(tag) + " was never delivered on channel " +
+                                                     std::to_string(ch.id));
+  return {};
+}
+
+}  // namespace
+
+Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
+  auto& s = *impl_;
+  auto ch = s.usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  if (auto t = check_tag(**ch, delivery_tag, multiple); !t.ok()) return t;
+  s.send_method(channel, wire::BasicAck{delivery_tag, multiple});
+  return {};
+}
+
+Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
+  auto& s = *impl_;
+  auto ch = s.usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  if (auto t = check_tag(**ch, delivery_tag, multiple); !t.ok()) return t;
+  s.send_method(channel, wire::BasicNack{delivery_tag, multiple, requeue});
+  return {};
+}
+
+Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
+  auto& s = *impl_;
+  auto ch = s.usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  if (auto t = check_tag(**ch, delivery_tag, false); !t.ok()) return t;
+  s.send_method(channel, wire::BasicReject{delivery_tag, requeue});
+  return {};
+}
+
+Result<void> Connection::close(Instant now, std::uint16_t reply_code, std::string_view reply_text) {
+  auto& s = *impl_;
+  s.now_ = now;
+  if (s.error_) return *s.error_;
+  if (std::holds_alternative<ClosingConnection>(s.phase_)) return {};
+  Error cause = make_error(errc::connection_closed, "closed by the application");
+  cause.reply_code = wire::reply::success;
+  if (!std::holds_alternative<Running>(s.phase_)) {
+    // Mid-handshake there is nothing to close politely: drop it.
+    s.discard_output_ = true;
+    s.fail(std::move(cause), 0);
+    return {};
+  }
+  s.send_method(0, wire::ConnectionClose{reply_code, reply_text.substr(0, 255), 0, 0});
+  // After our close the broker's frames are discarded, so nothing pending can be answered.
+  for (ChannelId id : s.active_) s.fail_channel_work(*s.channels_[id], cause);
+  s.phase_ = ClosingConnection{s.expiry(s.options_.close_timeout)};
+  return {};
+}
+}  // namespace warren::engine

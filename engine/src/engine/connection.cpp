@@ -1,0 +1,329 @@
+// Connection lifecycle: construction, bytes in, events out, output accounting, deadlines and
+// the fatal latch. Frame handling is in input.cpp, the verbs in commands.cpp.
+#include <algorithm>
+#include <cassert>
+
+#include "impl.hpp"
+#include "warren/engine/negotiate.hpp"
+
+namespace warren::engine {
+
+using namespace detail;
+
+namespace {
+std::string ms_text(Duration d) { return std::to_string(d.count()) + " ms"; }
+}  // namespace
+
+Connection::Impl::Impl(ConnectionOptions options, Instant now)
+    : options_(std::move(options)),
+      now_(now),
+      handshake_deadline_(now + options_.handshake_timeout),
+      last_sent_(now),
+      last_received_(now) {
+  wire::write_protocol_header(output_);
+}
+
+void Connection::Impl::handle_bytes(std::span<const std::byte> bytes, Instant now) {
+  now_ = now;
+  if (input_dead_ || bytes.empty()) return;
+  last_received_ = now;
+  if (input_pending_) {
+    // A driver bug: frames of the earlier bytes are still unread and may be viewed by events.
+    fail(make_error(errc::protocol_error, "handle_bytes called before poll_event() used up the previous bytes"), 0);
+    return;
+  }
+  decoder_.feed(bytes);
+  input_pending_ = true;
+}
+
+void Connection::Impl::handle_eof(Instant now) {
+  now_ = now;
+  if (latched()) return;
+  if (std::holds_alternative<ClosingConnection>(phase_)) {
+    // We asked to close; a broker that drops the socket instead of answering has closed it too.
+    Error e = make_error(errc::connection_closed, "closed by the application");
+    e.reply_code = wire::reply::success;
+    discard_output_ = true;
+    fail(std::move(e), 0);
+    return;
+  }
+  discard_output_ = true;
+  const bool handshaking = std::holds_alternative<AwaitStart>(phase_) ||
+                           std::holds_alternative<AwaitTune>(phase_) ||
+                           std::holds_alternative<AwaitOpenOk>(phase_);
+  fail(make_error(errc::connection_lost, handshaking ? "the broker closed the connection during the handshake"
+                                                     : "the broker closed the connection"),
+       0);
+}
+
+std::optional<Event> Connection::Impl::poll_event() {
+  for (;;) {
+    if (!events_.empty()) return events_.pop_front();
+    if (!input_pending_ || input_dead_) return std::nullopt;
+    auto next = decoder_.next();
+    if (!next.ok()) {
+      const auto& e = next.error();
+      fail(e, e.code == errc::frame_too_large ? wire::reply::frame_error : wire::reply::frame_error);
+      continue;
+    }
+    if (!next->has_value()) {
+      input_pending_ = false;
+      continue;
+    }
+    on_frame(**next);
+  }
+}
+
+void Connection::Impl::consume_output(std::size_t n) {
+  n = std::min(n, output_.size_bytes());
+  output_.consume(n);
+  written_total_ += n;
+  while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_) {
+    auto u = unwritten_.pop_front();
+    emit(PublishDone{u.channel, u.id, PublishOutcome::written, {}});
+  }
+  if (was_congested_ && !congested()) {
+    was_congested_ = false;
+    emit(Writable{});
+  }
+}
+
+bool Connection::Impl::congested() const noexcept {
+  return output_.size_bytes() + waiting_bytes_ > options_.output_limit_bytes;
+}
+
+bool Connection::Impl::finished() const noexcept {
+  return std::holds_alternative<Finished>(phase_) && (discard_output_ || output_.empty());
+}
+
+// ---- deadlines
+
+std::optional<Instant> Connection::Impl::poll_timeout() const {
+  std::optional<Instant> soonest;
+  auto consider = [&](Instant t) {
+    if (!soonest || t < *soonest) soonest = t;
+  };
+  std::visit(
+      [&](const auto& p) {
+        using P = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<P, AwaitStart> || std::is_same_v<P, AwaitTune> ||
+                      std::is_same_v<P, AwaitOpenOk>)
+          consider(handshake_deadline_);
+        else if constexpr (std::is_same_v<P, ClosingConnection>)
+          consider(p.deadline);
+      },
+      phase_);
+  if (std::holds_alternative<Finished>(phase_)) return std::nullopt;
+  if (heartbeat_s_ > 0 && (std::holds_alternative<Running>(phase_) || std::holds_alternative<ClosingConnection>(phase_))) {
+    const std::chrono::seconds interval{heartbeat_s_};
+    consider(last_sent_ + interval);
+    consider(last_received_ + 2 * interval);
+  }
+  for (ChannelId id : active_) {
+    const Channel& ch = *channels_[id];
+    if (const auto* o = std::get_if<Channel::Opening>(&ch.state)) consider(o->deadline);
+    if (const auto* c = std::get_if<Channel::Closing>(&ch.state)) consider(c->deadline);
+    if (!ch.pending.empty()) consider(ch.pending.front().deadline);
+    if (!ch.unconfirmed.empty()) consider(ch.unconfirmed.front().deadline);
+  }
+  if (!unwritten_.empty()) consider(unwritten_.front().deadline);
+  if (!waiting_.empty()) consider(waiting_.front().deadline);
+  return soonest;
+}
+
+void Connection::Impl::handle_timeout(Instant now) {
+  now_ = now;
+  if (latched()) return;
+  if (std::holds_alternative<AwaitStart>(phase_) || std::holds_alternative<AwaitTune>(phase_) ||
+      std::holds_alternative<AwaitOpenOk>(phase_)) {
+    if (now >= handshake_deadline_) {
+      discard_output_ = true;
+      fail(make_error(errc::timeout, "the handshake did not finish within " + ms_text(options_.handshake_timeout)), 0);
+      return;
+    }
+  }
+  if (auto* c = std::get_if<ClosingConnection>(&phase_); c && now >= c->deadline) {
+    discard_output_ = true;
+    fail(make_error(errc::timeout, "connection.close-ok did not arrive within " + ms_text(options_.close_timeout)), 0);
+    return;
+  }
+  if (heartbeat_s_ > 0) {
+    const std::chrono::seconds interval{heartbeat_s_};
+    if (now - last_received_ >= 2 * interval) {
+      discard_output_ = true;
+      fail(make_error(errc::timeout, "no traffic from the broker for " + std::to_string(2 * heartbeat_s_) +
+                                         " s (heartbeat " + std::to_string(heartbeat_s_) + " s)"),
+           0);
+      return;
+    }
+    if (now - last_sent_ >= interval) {
+      wire::write_heartbeat(output_);
+      note_sent();
+    }
+  }
+
+  // Channels: copy the numbers, since a timeout may free a channel.
+  std::vector<ChannelId> ids = active_;
+  for (ChannelId id : ids) {
+    Channel* ch = channel(id);
+    if (!ch) continue;
+    if (auto* o = std::get_if<Channel::Opening>(&ch->state); o && now >= o->deadline) {
+      // The number stays reserved until the broker answers the channel.close that follows:
+      // a broker that opened it late would refuse a second open on it (504, a connection error).
+      Error cause = make_error(errc::timeout, "channel.open on channel " + std::to_string(id) +
+                                                  " had no answer within " + ms_text(options_.request_timeout));
+      begin_channel_close(*ch, cause, 0);
+      emit(ChannelClosed{id, std::move(cause)});
+      continue;
+    }
+    if (auto* c = std::get_if<Channel::Closing>(&ch->state); c && now >= c->deadline) {
+      if (c->crossed) {
+        free_channel(id);
+        continue;
+      }
+      discard_output_ = true;
+      fail(make_error(errc::timeout, "channel.close-ok for channel " + std::to_string(id) + " did not arrive within " +
+                                         ms_text(options_.close_timeout)),
+           0);
+      return;
+    }
+    if (std::holds_alternative<Channel::Open>(ch->state) && !ch->pending.empty() &&
+        now >= ch->pending.front().deadline) {
+      // Answers pair by order: with one missing, a late one would settle the next request.
+      // So the channel closes, with the timeout as the reason.
+      const auto& front = ch->pending.front();
+      Error cause = make_error(errc::timeout, std::string(wire::method_name(front.request)) + " on channel " +
+                                                  std::to_string(id) + " had no answer within " +
+                                                  ms_text(options_.request_timeout));
+      begin_channel_close(*ch, cause, 0);
+      emit(ChannelClosed{id, std::move(cause)});
+      continue;
+    }
+    while (!ch->unconfirmed.empty() && (ch->unconfirmed.front().settled || now >= ch->unconfirmed.front().deadline)) {
+      auto u = ch->unconfirmed.pop_front();
+      if (u.settled) continue;
+      emit(PublishDone{id, u.id, PublishOutcome::timed_out,
+                       make_error(errc::timeout, "no confirm within " + ms_text(options_.request_timeout) +
+                                                     "; the broker may or may not have the message")});
+    }
+  }
+  while (!unwritten_.empty() && now >= unwritten_.front().deadline) {
+    auto u = unwritten_.pop_front();
+    emit(PublishDone{u.channel, u.id, PublishOutcome::timed_out,
+                     make_error(errc::timeout, "not written within " + ms_text(options_.request_timeout))});
+  }
+  while (!waiting_.empty() && now >= waiting_.front().deadline) {
+    auto w = waiting_.pop_front();
+    waiting_bytes_ -= w.frames.size();
+    emit(PublishDone{w.channel, w.id, PublishOutcome::timed_out,
+                     make_error(errc::timeout, "the connection stayed blocked for " + ms_text(options_.request_timeout) +
+                                                   "; the message was not sent")});
+  }
+}
+
+// ---- the latch
+
+void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
+  if (latched()) return;
+  const bool past_start = !std::holds_alternative<AwaitStart>(phase_);
+  if (close_code != 0 && past_start && !discard_output_) {
+    (void)wire::write_method(output_, 0, wire::ConnectionClose{close_code, cause.detail.substr(0, 255), cause.class_id, cause.method_id},
+                             frame_max_);
+  }
+  error_ = cause;
+  input_dead_ = true;
+  input_pending_ = false;
+  phase_ = Finished{};
+  for (ChannelId id : active_) fail_channel_work(*channels_[id], cause);
+  while (!waiting_.empty()) {
+    auto w = waiting_.pop_front();
+    emit(PublishDone{w.channel, w.id, PublishOutcome::failed, cause});
+  }
+  waiting_bytes_ = 0;
+  while (!unwritten_.empty()) {
+    auto u = unwritten_.pop_front();
+    emit(PublishDone{u.channel, u.id, PublishOutcome::failed, cause});
+  }
+  if (discard_output_) output_.consume(output_.size_bytes());
+  emit(Closed{std::move(cause)});
+}
+
+// Every request and publish of the channel settles with `cause`.
+void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
+  while (!ch.pending.empty()) {
+    auto p = ch.pending.pop_front();
+    if (p.id != 0) emit(RequestFailed{ch.id, p.id, cause});
+  }
+  while (!ch.unconfirmed.empty()) {
+    auto u = ch.unconfirmed.pop_front();
+    if (!u.settled) emit(PublishDone{ch.id, u.id, PublishOutcome::failed, cause});
+  }
+  // Blocked publishes of this channel will never be sent.
+  for (std::size_t n = waiting_.size(); n > 0; --n) {
+    auto w = waiting_.pop_front();
+    if (w.channel == ch.id) {
+      waiting_bytes_ -= w.frames.size();
+      emit(PublishDone{w.channel, w.id, PublishOutcome::failed, cause});
+    } else {
+      waiting_.push_back(std::move(w));
+    }
+  }
+  ch.consumers.clear();
+}
+
+void Connection::Impl::begin_channel_close(Channel& ch, const Error& cause, RequestId request) {
+  fail_channel_work(ch, cause);
+  if (ch.assembly.kind != Assembly::Kind::none) ch.assembly.kind = Assembly::Kind::discard;
+  std::string text = cause.reply_code == 0 && cause.code ? cause.detail : std::string{};
+  send_method(ch.id, wire::ChannelClose{wire::reply::success, text.substr(0, 255), 0, 0});
+  ch.state = Channel::Closing{expiry(options_.close_timeout), request, false};
+}
+
+void Connection::Impl::free_channel(ChannelId id) {
+  if (id >= channels_.size() || !channels_[id]) return;
+  channels_[id].reset();
+  active_.erase(std::remove(active_.begin(), active_.end(), id), active_.end());
+}
+
+void Connection::Impl::send_method(ChannelId channel, const wire::Method& m) {
+  auto r = wire::write_method_frame(output_, channel, m, frame_max_);
+  assert(r.ok() && "the engine's own methods always fit");
+  (void)r;
+  note_sent();
+}
+
+Result<void> Connection::Impl::check_open() const {
+  if (error_) return *error_;
+  if (std::holds_alternative<ClosingConnection>(phase_))
+    return make_error(errc::connection_closed, "the connection is closing");
+  if (!std::holds_alternative<Running>(phase_))
+    return make_error(errc::protocol_error, "the connection is not open yet (wait for the Connected event)");
+  return {};
+}
+
+// ---- the public face
+
+Connection::Connection(ConnectionOptions options, Instant now)
+    : impl_(std::make_unique<Impl>(std::move(options), now)) {}
+Connection::~Connection() = default;
+Connection::Connection(Connection&&) noexcept = default;
+Connection& Connection::operator=(Connection&&) noexcept = default;
+
+void Connection::handle_bytes(std::span<const std::byte> bytes, Instant now) { impl_->handle_bytes(bytes, now); }
+void Connection::handle_eof(Instant now) { impl_->handle_eof(now); }
+void Connection::handle_timeout(Instant now) { impl_->handle_timeout(now); }
+std::optional<Event> Connection::poll_event() { return impl_->poll_event(); }
+wire::OutputView Connection::pending_output() const { return impl_->output_.view(); }
+void Connection::consume_output(std::size_t n) { impl_->consume_output(n); }
+std::optional<Instant> Connection::poll_timeout() const { return impl_->poll_timeout(); }
+bool Connection::is_open() const noexcept { return std::holds_alternative<Running>(impl_->phase_); }
+bool Connection::finished() const noexcept { return impl_->finished(); }
+bool Connection::is_blocked() const noexcept { return impl_->blocked_; }
+bool Connection::wants_input() const noexcept {
+  return !impl_->input_dead_ && !impl_->input_pending_ && !impl_->congested();
+}
+bool Connection::congested() const noexcept { return impl_->congested(); }
+const Error* Connection::error() const noexcept { return impl_->error_ ? &*impl_->error_ : nullptr; }
+std::uint32_t Connection::frame_max_bytes() const noexcept { return impl_->frame_max_; }
+
+}  // namespace warren::engine

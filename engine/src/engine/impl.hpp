@@ -1,0 +1,99 @@
+// Connection::Impl: the state and the private steps of the engine. Split over
+// connection.cpp (lifecycle, outputs, deadlines), input.cpp (frames from the broker) and
+// commands.cpp (the verbs).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "state.hpp"
+#include "warren/engine/connection.hpp"
+#include "warren/wire/frame_decoder.hpp"
+#include "warren/wire/frame_writer.hpp"
+
+namespace warren::engine {
+
+class Connection::Impl {
+ public:
+  Impl(ConnectionOptions options, Instant now);
+
+  // connection.cpp
+  void handle_bytes(std::span<const std::byte> bytes, Instant now);
+  void handle_eof(Instant now);
+  void handle_timeout(Instant now);
+  std::optional<Event> poll_event();
+  void consume_output(std::size_t n);
+  std::optional<Instant> poll_timeout() const;
+  bool finished() const noexcept;
+  bool congested() const noexcept;
+
+  // input.cpp
+  void on_frame(const wire::FrameView& frame);
+  void on_connection_method(const wire::Method& m);
+  void on_channel_method(detail::Channel& ch, wire::Method& m);
+  void on_answer(detail::Channel& ch, wire::Method& m);
+  void on_content(detail::Channel& ch, const wire::FrameView& frame);
+  void complete_message(detail::Channel& ch, std::span<const std::byte> body);
+  void on_confirm(detail::Channel& ch, std::uint64_t tag, bool multiple, bool ack);
+
+  // commands.cpp helpers
+  Result<detail::Channel*> usable_channel(ChannelId id);
+  template <class M, class Answer>
+  Result<RequestId> request(ChannelId channel, const M& m, bool no_wait,
+                            detail::PendingRequest::Kind kind = detail::PendingRequest::Kind::plain,
+                            std::string consumer_tag = {}, bool no_ack = false);
+  void track_publish(detail::Channel& ch, PublishId id, Instant deadline);
+  void release_waiting();
+
+  // shared
+  void fail(Error cause, std::uint16_t close_code);  // latch; close_code 0: send no close
+  void fail_channel_work(detail::Channel& ch, const Error& cause);
+  void begin_channel_close(detail::Channel& ch, const Error& cause, RequestId request);
+  void free_channel(ChannelId id);
+  void emit(Event e) { events_.push_back(std::move(e)); }
+  void send_method(ChannelId channel, const wire::Method& m);
+  void note_sent() { last_sent_ = now_; }
+  detail::Channel* channel(ChannelId id) {
+    return id < channels_.size() ? channels_[id].get() : nullptr;
+  }
+  bool latched() const noexcept { return error_.has_value(); }
+  Result<void> check_open() const;
+  Instant expiry(Duration d) const { return now_ + d; }
+
+  ConnectionOptions options_;
+  Instant now_;
+  detail::Phase phase_;
+  std::optional<Error> error_;
+
+  wire::FrameDecoder decoder_;
+  bool input_pending_ = false;  // handle_bytes' bytes not yet used up
+  bool input_dead_ = false;     // after the latch nothing more is read
+  wire::OutputQueue output_;
+  std::uint64_t written_total_ = 0;
+  bool was_congested_ = false;
+  bool discard_output_ = false;  // the peer is gone: nothing left to write
+
+  Instant handshake_deadline_;
+  Instant last_sent_;
+  Instant last_received_;
+  std::uint16_t heartbeat_s_ = 0;
+  std::uint32_t frame_max_ = wire::min_frame_max_bytes;
+  std::uint16_t channel_max_ = 0;
+  wire::FieldTable server_properties_;
+  bool blocked_ = false;
+  std::string blocked_reason_;
+
+  std::vector<std::unique_ptr<detail::Channel>> channels_;  // by channel number
+  std::vector<ChannelId> active_;                            // numbers in use
+  detail::Ring<detail::Unwritten> unwritten_;
+  detail::Ring<detail::Waiting> waiting_;
+  std::size_t waiting_bytes_ = 0;
+  detail::Ring<Event> events_;
+  wire::Method scratch_method_;
+
+  RequestId next_request_ = 0;
+  PublishId next_publish_ = 0;
+};
+
+}  // namespace warren::engine

@@ -1,0 +1,86 @@
+#include "warren/engine/negotiate.hpp"
+
+#include <algorithm>
+
+#include "warren/wire/byte_io.hpp"
+#include "warren/wire/constants.hpp"
+#include "warren/wire/field_table.hpp"
+
+namespace warren::engine {
+
+std::uint32_t negotiate_limit(std::uint32_t ours, std::uint32_t theirs) noexcept {
+  if (ours == 0) return theirs;
+  if (theirs == 0) return ours;
+  return std::min(ours, theirs);
+}
+
+std::uint16_t negotiate_heartbeat(std::uint16_t ours_s, std::uint16_t theirs_s) noexcept {
+  if (ours_s == 0 || theirs_s == 0) return std::max(ours_s, theirs_s);
+  return std::min(ours_s, theirs_s);
+}
+
+std::string_view mechanism_name(Mechanism m) noexcept {
+  switch (m) {
+    case Mechanism::plain: return "PLAIN";
+    case Mechanism::amqplain: return "AMQPLAIN";
+    case Mechanism::external: return "EXTERNAL";
+  }
+  return "PLAIN";
+}
+
+bool offers_mechanism(std::string_view offered, Mechanism m) noexcept {
+  const std::string_view want = mechanism_name(m);
+  while (!offered.empty()) {
+    auto space = offered.find(' ');
+    auto word = offered.substr(0, space);
+    if (word == want) return true;
+    if (space == std::string_view::npos) break;
+    offered.remove_prefix(space + 1);
+  }
+  return false;
+}
+
+std::string sasl_response(const ConnectionOptions& options) {
+  switch (options.mechanism) {
+    case Mechanism::plain: {
+      std::string r;
+      r.reserve(options.user.size() + options.password.size() + 2);
+      r.push_back('\0');
+      r += options.user;
+      r.push_back('\0');
+      r += options.password;
+      return r;
+    }
+    case Mechanism::amqplain: {
+      wire::FieldTable t;
+      t.set("LOGIN", options.user).set("PASSWORD", options.password);
+      auto size = wire::encoded_table_size(t);
+      if (!size.ok()) return {};
+      std::string r(*size, '\0');
+      wire::Writer w(reinterpret_cast<std::byte*>(r.data()));
+      wire::encode_table_content(w, t);
+      return r;
+    }
+    case Mechanism::external: return {};
+  }
+  return {};
+}
+
+Error close_error(std::uint16_t reply_code, std::string_view reply_text, std::uint16_t class_id,
+                  std::uint16_t method_id, bool channel) {
+  errc code = channel ? errc::channel_closed : errc::connection_closed;
+  switch (reply_code) {
+    case wire::reply::access_refused: code = errc::access_refused; break;
+    case wire::reply::not_found: code = errc::not_found; break;
+    case wire::reply::resource_locked: code = errc::resource_locked; break;
+    case wire::reply::precondition_failed: code = errc::precondition_failed; break;
+    default: break;
+  }
+  Error e = make_error(code, std::string(reply_text));
+  e.reply_code = reply_code;
+  e.class_id = class_id;
+  e.method_id = method_id;
+  return e;
+}
+
+}  // namespace warren::engine

@@ -1,0 +1,124 @@
+// The engine's internal state: per-channel data, the connection's phases as a variant, and
+// the bookkeeping of requests and publishes. Private to engine/src.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ring.hpp"
+#include "warren/engine/events.hpp"
+#include "warren/engine/types.hpp"
+#include "warren/wire/method.hpp"
+#include "warren/wire/properties.hpp"
+
+namespace warren::engine::detail {
+
+// A request waiting for its answer. Registered before its frame is queued.
+struct PendingRequest {
+  enum class Kind : std::uint8_t { plain, open, consume, cancel, get };
+  RequestId id = 0;              // 0: the engine's own (a subscription's qos); no event
+  wire::MethodId request;        // what was asked, for error texts
+  wire::MethodId answer;         // the method that settles it
+  wire::MethodId alternative;    // basic.get: get-empty settles it too
+  Instant deadline{};
+  Kind kind = Kind::plain;
+  std::string consumer_tag;      // consume: the tag asked for; cancel: the tag
+  bool no_ack = false;           // consume
+};
+
+// A publish in confirm mode, waiting for basic.ack/nack by its sequence number.
+struct Unconfirmed {
+  PublishId id = 0;
+  std::uint64_t seq = 0;
+  Instant deadline{};
+  bool settled = false;  // settled out of order; popped once it reaches the front
+};
+
+// A publish outside confirm mode, waiting for its frames to be written.
+struct Unwritten {
+  PublishId id = 0;
+  ChannelId channel = 0;
+  std::uint64_t end_offset = 0;  // position in the output stream after its last byte
+  Instant deadline{};
+};
+
+// A publish made while the connection is blocked: encoded, waiting for connection.unblocked.
+struct Waiting {
+  PublishId id = 0;
+  ChannelId channel = 0;
+  std::vector<std::byte> frames;
+  Instant deadline{};
+};
+
+struct Consumer {
+  std::string tag;
+  bool no_ack = false;
+  bool cancelling = false;  // basic.cancel sent, cancel-ok not yet in: deliveries go back
+};
+
+// A content-carrying method being put together from its method, header and body frames.
+// Text is copied out of the frames (they may not outlive the next read); a body that came in
+// one frame is handed out as a view of that frame.
+struct Assembly {
+  enum class Kind : std::uint8_t { none, deliver, get_ok, returned, discard };
+  Kind kind = Kind::none;
+  bool have_header = false;
+  std::string consumer_tag, exchange, routing_key, reply_text;
+  std::uint64_t delivery_tag = 0;
+  bool redelivered = false;
+  std::uint32_t message_count = 0;
+  std::uint16_t reply_code = 0;
+  RequestId request = 0;
+  std::vector<std::byte> header_bytes;
+  wire::ContentHeader header;
+  std::vector<std::byte> body;
+};
+
+struct Channel {
+  // (No member initializers here: a nested struct's are not usable until Channel is complete.)
+  struct Opening {
+    Instant deadline;
+  };
+  struct Open {};
+  struct Closing {
+    Instant deadline;
+    RequestId request;  // the application's close_channel, if it asked; 0 otherwise
+    bool crossed;       // the broker closed it too; free it at the deadline, quietly
+  };
+
+  ChannelId id = 0;
+  std::variant<Opening, Open, Closing> state{Opening{}};
+  Ring<PendingRequest> pending;
+  bool confirm_mode = false;
+  std::uint64_t next_seq = 1;
+  Ring<Unconfirmed> unconfirmed;
+  // basic.return waiting for the basic.ack that settles its publish (confirm mode).
+  std::optional<std::uint16_t> pending_return_code;
+  std::string pending_return_text;
+  std::uint64_t max_delivery_tag = 0;
+  bool app_qos = false;
+  std::vector<Consumer> consumers;
+  Assembly assembly;
+
+  Consumer* find_consumer(std::string_view tag) {
+    for (auto& c : consumers)
+      if (c.tag == tag) return &c;
+    return nullptr;
+  }
+};
+
+// The connection's phases. Handshake states wait for one broker method each.
+struct AwaitStart {};
+struct AwaitTune {};
+struct AwaitOpenOk {};
+struct Running {};
+struct ClosingConnection {
+  Instant deadline{};
+};
+struct Finished {};
+using Phase = std::variant<AwaitStart, AwaitTune, AwaitOpenOk, Running, ClosingConnection, Finished>;
+
+}  // namespace warren::engine::detail

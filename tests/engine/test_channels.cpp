@@ -1,0 +1,301 @@
+// Channels, request/answer pairing, timeouts, the output queue, and the fatal latch.
+#include "scripted_broker.hpp"
+
+namespace warren::test {
+namespace {
+
+using namespace warren::wire;
+
+TEST(Channels, channel_open_and_close_both_directions) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    auto ch = b.open_channel();
+    auto close = b.conn.close_channel(ch, b.now);
+    ASSERT_TRUE(close.ok());
+    b.expect_sent("ch1 channel.close(reply_code=200, reply_text=\"\", class_id=0, method_id=0)");
+    b.send(1, ChannelCloseOk{});
+    b.expect_event("done(ch1 #" + std::to_string(*close) + " channel.close-ok())");
+    b.expect_event("channel-closed(ch1, channel closed 200: closed by the application)");
+    // The broker closes the next one.
+    auto ch2 = b.open_channel();
+    EXPECT_EQ(ch2, 1);  // the number was free again
+    b.send(1, ChannelClose{406, "PRECONDITION_FAILED - inequivalent arg 'durable'", 50, 10});
+    b.expect_sent("ch1 channel.close-ok()");
+    b.expect_event("channel-closed(ch1, precondition failed 406: PRECONDITION_FAILED - inequivalent arg 'durable')");
+    EXPECT_TRUE(b.conn.is_open());
+  });
+}
+
+TEST(Channels, channel_numbers_are_allocated_up_to_channel_max) {
+  ScriptedBroker b;
+  b.connect(60, 2);
+  EXPECT_EQ(b.open_channel(), 1);
+  EXPECT_EQ(b.open_channel(), 2);
+  auto third = b.conn.open_channel(b.now);
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.error().code, errc::resource_locked);
+  EXPECT_EQ(third.error().detail, "all 2 channels are in use (channel_max)");
+}
+
+TEST(Channels, a_channel_error_closes_only_its_channel_and_fails_its_requests) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    b.open_channel();
+    auto r = b.conn.queue_declare(1, QueueDeclare{"missing", true, false, false, false, false, {}}, b.now);
+    ASSERT_TRUE(r.ok());
+    b.next_sent();
+    b.send(1, ChannelClose{404, "NOT_FOUND - no queue 'missing' in vhost '/'", 50, 10});
+    b.expect_sent("ch1 channel.close-ok()");
+    b.expect_event("failed(ch1 #" + std::to_string(*r) + ", not found 404: NOT_FOUND - no queue 'missing' in vhost '/')");
+    b.expect_event("channel-closed(ch1, not found 404: NOT_FOUND - no queue 'missing' in vhost '/')");
+    auto other = b.conn.queue_declare(2, QueueDeclare{"q"}, b.now);
+    EXPECT_TRUE(other.ok());
+    auto dead = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
+    ASSERT_FALSE(dead.ok());
+    EXPECT_EQ(dead.error().code, errc::channel_closed);
+  });
+}
+
+TEST(Pairing, answers_pair_with_requests_in_order_per_channel) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    b.open_channel();
+    auto a = b.conn.queue_declare(1, QueueDeclare{"a"}, b.now);
+    auto x = b.conn.queue_declare(2, QueueDeclare{"x"}, b.now);
+    auto c = b.conn.queue_declare(1, QueueDeclare{"c"}, b.now);
+    ASSERT_TRUE(a.ok() && x.ok() && c.ok());
+    b.send(2, QueueDeclareOk{"x", 0, 0});
+    b.send(1, QueueDeclareOk{"a", 1, 0});
+    b.send(1, QueueDeclareOk{"c", 2, 0});
+    b.expect_event("done(ch2 #" + std::to_string(*x) + " queue.declare-ok(queue=\"x\", message_count=0, consumer_count=0))");
+    b.expect_event("done(ch1 #" + std::to_string(*a) + " queue.declare-ok(queue=\"a\", message_count=1, consumer_count=0))");
+    b.expect_event("done(ch1 #" + std::to_string(*c) + " queue.declare-ok(queue=\"c\", message_count=2, consumer_count=0))");
+  });
+}
+
+TEST(Pairing, answer_before_write_settles) {
+  // The answer is read before the transport reported the request's bytes written: it still
+  // settles the request, because the waiter was registered before the frame was queued.
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    b.hold_output = true;
+    auto r = b.conn.exchange_declare(1, ExchangeDeclare{"logs", "fanout"}, b.now);
+    ASSERT_TRUE(r.ok());
+    EXPECT_GT(b.conn.pending_output().bytes, 0u);
+    b.send(1, ExchangeDeclareOk{});
+    b.expect_event("done(ch1 #" + std::to_string(*r) + " exchange.declare-ok())");
+  });
+}
+
+TEST(Pairing, a_mismatched_answer_is_a_protocol_error_not_a_mispairing) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto r = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
+    ASSERT_TRUE(r.ok());
+    b.next_sent();
+    b.send(1, QueueBindOk{});
+    b.expect_event("failed(ch1 #" + std::to_string(*r) +
+                   ", protocol error: queue.bind-ok on channel 1 does not answer the pending queue.declare)");
+    b.expect_event("closed(protocol error: queue.bind-ok on channel 1 does not answer the pending queue.declare)");
+    b.expect_sent(
+        "ch0 connection.close(reply_code=505, reply_text=\"queue.bind-ok on channel 1 does not answer the pending "
+        "queue.declare\", class_id=0, method_id=0)");
+  });
+}
+
+TEST(Pairing, an_answer_to_nothing_is_a_protocol_error) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  b.send(1, BasicQosOk{});
+  b.expect_event("closed(protocol error: basic.qos-ok on channel 1 answers no request)");
+}
+
+TEST(Timeouts, a_timed_out_request_closes_its_channel_with_the_timeout_as_reason) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto first = b.conn.queue_declare(1, QueueDeclare{"slow"}, b.now);
+    b.advance(1s);
+    auto second = b.conn.queue_declare(1, QueueDeclare{"next"}, b.now);
+    ASSERT_TRUE(first.ok() && second.ok());
+    b.next_sent();
+    b.next_sent();
+    b.advance(9s);
+    const std::string cause = "timed out: queue.declare on channel 1 had no answer within 10000 ms";
+    b.expect_event("failed(ch1 #" + std::to_string(*first) + ", " + cause + ")");
+    b.expect_event("failed(ch1 #" + std::to_string(*second) + ", " + cause + ")");
+    b.expect_event("channel-closed(ch1, " + cause + ")");
+    b.expect_sent("ch1 channel.close(reply_code=200, reply_text=\"queue.declare on channel 1 had no answer within 10000 ms\", "
+                  "class_id=0, method_id=0)");
+    // A late answer settles nothing (the second request must not get the first one's queue).
+    b.send(1, QueueDeclareOk{"slow", 0, 0});
+    b.expect_no_event();
+    b.send(1, ChannelCloseOk{});
+    b.expect_no_event();
+    EXPECT_TRUE(b.conn.is_open());
+  });
+}
+
+TEST(Timeouts, timed_out_open_keeps_channel_number) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    auto ch = b.conn.open_channel(b.now);
+    ASSERT_TRUE(ch.ok());
+    b.expect_sent("ch1 channel.open()");
+    b.advance(10s);
+    b.expect_event("channel-closed(ch1, timed out: channel.open on channel 1 had no answer within 10000 ms)");
+    b.expect_sent("ch1 channel.close(reply_code=200, reply_text=\"channel.open on channel 1 had no answer within 10000 ms\", "
+                  "class_id=0, method_id=0)");
+    // Until the broker answers the close, number 1 stays reserved: a broker that opened it
+    // late would refuse a second open on it with 504, a connection error.
+    auto next = b.conn.open_channel(b.now);
+    ASSERT_TRUE(next.ok());
+    EXPECT_EQ(*next, 2);
+    b.send(1, ChannelOpenOk{});  // the late open-ok
+    b.send(1, ChannelCloseOk{});
+    b.expect_no_event();
+    auto again = b.conn.open_channel(b.now);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, 1);
+  });
+}
+
+TEST(Timeouts, a_close_ok_that_never_comes_fails_the_connection) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  ASSERT_TRUE(b.conn.close_channel(1, b.now).ok());
+  b.advance(10s);
+  b.expect_event("closed(timed out: channel.close-ok for channel 1 did not arrive within 10000 ms)");
+}
+
+TEST(OutputQueue, one_output_queue_and_a_content_message_is_one_unit) {
+  // Two publishes on two channels, bodies over frame_max: their frames never interleave.
+  every_split([](ScriptedBroker& b) {
+    b.connect(60, 2047, 4096);
+    b.open_channel();
+    b.open_channel();
+    std::string big(5000, 'a');
+    std::string other(5000, 'b');
+    ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q1"}, {}, as_bytes(big), b.now).ok());
+    ASSERT_TRUE(b.conn.publish(2, BasicPublish{"", "q2"}, {}, as_bytes(other), b.now).ok());
+    auto starts = [](const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; };
+    for (std::string ch : {"ch1", "ch2"}) {
+      for (std::string frame : {" basic.publish(", " header(size=5000", " body(", " body("}) {
+        auto sent = b.next_sent();
+        EXPECT_TRUE(starts(sent, ch + frame)) << sent << " should start with " << ch + frame;
+      }
+    }
+  });
+}
+
+TEST(Latch, a_framing_error_is_latched_and_every_waiter_gets_that_cause) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto r = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
+    b.next_sent();
+    b.hold_output = true;  // the publish is still unwritten when the stream breaks
+    auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("x"), b.now);
+    ASSERT_TRUE(r.ok() && p.ok());
+    b.send_raw(from_hex("01 0001 00000004 003c000b 41"));
+    const std::string cause = "protocol error: frame end byte 0x41 is not 0xCE";
+    b.expect_event("failed(ch1 #" + std::to_string(*r) + ", " + cause + ")");
+    b.expect_event("publish(ch1 p" + std::to_string(*p) + " failed, " + cause + ")");
+    b.expect_event("closed(" + cause + ")");
+    auto later = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
+    ASSERT_FALSE(later.ok());
+    EXPECT_EQ(later.error().to_string(), cause);
+    EXPECT_FALSE(b.conn.close(b.now).ok());
+    b.send(1, QueueDeclareOk{"q", 0, 0});  // nothing more is read
+    b.expect_no_event();
+  });
+}
+
+TEST(Latch, a_lost_stream_is_latched) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  auto r = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
+  b.eof();
+  b.expect_event("failed(ch1 #" + std::to_string(*r) + ", connection lost: the broker closed the connection)");
+  b.expect_event("closed(connection lost: the broker closed the connection)");
+  EXPECT_TRUE(b.conn.finished());
+}
+
+TEST(Latch, a_connection_error_from_the_broker_closes_the_connection_with_its_cause) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    b.send(0, ConnectionClose{320, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'", 0, 0});
+    b.expect_sent("ch0 connection.close-ok()");
+    b.expect_event("closed(connection closed 320: CONNECTION_FORCED - broker forced connection closure with reason 'shutdown')");
+    EXPECT_TRUE(b.conn.finished());
+  });
+}
+
+TEST(Close, the_application_closes_and_the_broker_confirms) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto r = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
+    ASSERT_TRUE(b.conn.close(b.now).ok());
+    b.expect_event("failed(ch1 #" + std::to_string(*r) + ", connection closed 200: closed by the application)");
+    b.next_sent();
+    b.expect_sent("ch0 connection.close(reply_code=200, reply_text=\"\", class_id=0, method_id=0)");
+    EXPECT_FALSE(b.conn.finished());
+    b.send(1, QueueDeclareOk{"q", 0, 0});  // discarded after our close
+    b.send(0, ConnectionCloseOk{});
+    b.expect_event("closed(connection closed 200: closed by the application)");
+    EXPECT_TRUE(b.conn.finished());
+  });
+}
+
+TEST(Close, close_ok_has_a_deadline) {
+  ScriptedBroker b;
+  b.connect();
+  ASSERT_TRUE(b.conn.close(b.now).ok());
+  b.advance(10s);
+  b.expect_event("closed(timed out: connection.close-ok did not arrive within 10000 ms)");
+  EXPECT_TRUE(b.conn.finished());
+}
+
+TEST(Blocked, blocked_and_unblocked_are_events_and_state) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.send(0, ConnectionBlocked{"low on memory"});
+    b.expect_event("blocked(\"low on memory\")");
+    EXPECT_TRUE(b.conn.is_blocked());
+    b.send(0, ConnectionUnblocked{});
+    b.expect_event("unblocked");
+    EXPECT_FALSE(b.conn.is_blocked());
+  });
+}
+
+TEST(Backpressure, congestion_is_reported_and_cleared) {
+  auto options = default_options();
+  options.output_limit_bytes = 1000;
+  ScriptedBroker b(std::nullopt, options);
+  b.connect();
+  b.open_channel();
+  std::string body(600, 'x');
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes(body), b.now).ok());
+  EXPECT_FALSE(b.conn.congested());
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes(body), b.now).ok());
+  EXPECT_TRUE(b.conn.congested());
+  EXPECT_FALSE(b.conn.wants_input());
+  b.flush();
+  EXPECT_FALSE(b.conn.congested());
+  EXPECT_TRUE(b.conn.wants_input());
+  b.expect_event("publish(ch1 p1 written)");
+  b.expect_event("publish(ch1 p2 written)");
+  b.expect_event("writable");
+}
+
+}  // namespace
+}  // namespace warren::test
