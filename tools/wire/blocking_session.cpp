@@ -1,5 +1,7 @@
 #include "blocking_session.hpp"
 
+#include "warren/engine/negotiate.hpp"
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,28 +20,7 @@ Error system_error(const std::string& what) {
   return Error{std::error_code(errno, std::system_category()), what + ": " + std::strerror(errno)};
 }
 
-errc close_errc(std::uint16_t code) {
-  switch (code) {
-    case wire::reply::access_refused: return errc::access_refused;
-    case wire::reply::not_found: return errc::not_found;
-    case wire::reply::resource_locked: return errc::resource_locked;
-    case wire::reply::precondition_failed: return errc::precondition_failed;
-    default: return errc::connection_closed;
-  }
-}
-
 }  // namespace
-
-Error close_error(std::uint16_t reply_code, std::string_view reply_text, std::uint16_t class_id,
-                  std::uint16_t method_id, bool channel) {
-  errc code = close_errc(reply_code);
-  if (code == errc::connection_closed && channel) code = errc::channel_closed;
-  Error e = make_error(code, std::string(reply_text));
-  e.reply_code = reply_code;
-  e.class_id = class_id;
-  e.method_id = method_id;
-  return e;
-}
 
 BlockingSession::BlockingSession(int fd, std::chrono::milliseconds timeout)
     : fd_(fd), timeout_(timeout), read_buffer_(64 * 1024) {}
@@ -214,13 +195,13 @@ Result<wire::Method> BlockingSession::receive_method(std::uint16_t channel) {
     auto m = wire::decode_method(frame->payload);
     if (!m.ok()) return m;
     if (auto* c = std::get_if<wire::ConnectionClose>(&*m)) {
-      Error e = close_error(c->reply_code, c->reply_text, c->class_id, c->method_id, false);
+      Error e = engine::close_error(c->reply_code, c->reply_text, c->class_id, c->method_id, false);
       (void)send(0, wire::ConnectionCloseOk{});
       return e;
     }
     if (frame->channel != channel) continue;  // another channel's traffic: not ours to read
     if (auto* c = std::get_if<wire::ChannelClose>(&*m)) {
-      Error e = close_error(c->reply_code, c->reply_text, c->class_id, c->method_id, true);
+      Error e = engine::close_error(c->reply_code, c->reply_text, c->class_id, c->method_id, true);
       (void)send(channel, wire::ChannelCloseOk{});
       return e;
     }

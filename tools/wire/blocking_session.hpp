@@ -85,8 +85,4 @@ class BlockingSession {
   std::uint64_t frames_received_ = 0;
 };
 
-// The error a broker's close carries, as warren reports it.
-[[nodiscard]] Error close_error(std::uint16_t reply_code, std::string_view reply_text,
-                                std::uint16_t class_id, std::uint16_t method_id, bool channel);
-
 }  // namespace warren::tools

@@ -177,7 +177,8 @@ Result<RequestId> Connection::basic_consume(ChannelId channel, const wire::Basic
   }
   auto r = s.request<wire::BasicConsume, wire::BasicConsumeOk>(channel, m, m.no_wait, PendingRequest::Kind::consume,
                                                                std::string(m.consumer_tag), m.no_ack);
-  if (r.ok() && m.no_wait) (*ch)->consumers.push_back(Consumer{std::string(m.consumer_tag), m.no_ack, false});
+  if (r.ok() && m.no_wait)
+    (*ch)->consumers.push_back(std::make_unique<Consumer>(Consumer{std::string(m.consumer_tag), m.no_ack, false}));
   return r;
 }
 

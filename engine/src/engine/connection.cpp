@@ -25,6 +25,7 @@ Connection::Impl::Impl(ConnectionOptions options, Instant now)
 
 void Connection::Impl::handle_bytes(std::span<const std::byte> bytes, Instant now) {
   now_ = now;
+  retired_consumers_.clear();
   if (input_dead_ || bytes.empty()) return;
   last_received_ = now;
   if (input_pending_) {
@@ -38,6 +39,7 @@ void Connection::Impl::handle_bytes(std::span<const std::byte> bytes, Instant no
 
 void Connection::Impl::handle_eof(Instant now) {
   now_ = now;
+  retired_consumers_.clear();
   if (latched()) return;
   if (std::holds_alternative<ClosingConnection>(phase_)) {
     // We asked to close; a broker that drops the socket instead of answering has closed it too.
@@ -57,7 +59,13 @@ void Connection::Impl::handle_eof(Instant now) {
 }
 
 std::optional<Event> Connection::Impl::poll_event() {
+  if (!retired_consumers_.empty()) retired_consumers_.clear();
   for (;;) {
+    if (next_event_) {
+      std::optional<Event> out = std::move(next_event_);
+      next_event_.reset();
+      return out;
+    }
     if (!events_.empty()) return events_.pop_front();
     if (!input_pending_ || input_dead_) return std::nullopt;
     auto next = decoder_.next();
@@ -78,9 +86,14 @@ void Connection::Impl::consume_output(std::size_t n) {
   n = std::min(n, output_.size_bytes());
   output_.consume(n);
   written_total_ += n;
+  // One event per run of the same channel's publishes, not one per publish.
   while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_) {
     auto u = unwritten_.pop_front();
-    emit(PublishDone{u.channel, u.id, PublishOutcome::written, {}});
+    PublishId last = u.id;
+    while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_ &&
+           unwritten_.front().channel == u.channel)
+      last = unwritten_.pop_front().id;
+    emit(PublishDone{u.channel, u.id, last, PublishOutcome::written, {}});
   }
   if (was_congested_ && !congested()) {
     was_congested_ = false;
@@ -133,6 +146,7 @@ std::optional<Instant> Connection::Impl::poll_timeout() const {
 
 void Connection::Impl::handle_timeout(Instant now) {
   now_ = now;
+  retired_consumers_.clear();
   if (latched()) return;
   if (std::holds_alternative<AwaitStart>(phase_) || std::holds_alternative<AwaitTune>(phase_) ||
       std::holds_alternative<AwaitOpenOk>(phase_)) {
@@ -202,20 +216,20 @@ void Connection::Impl::handle_timeout(Instant now) {
     while (!ch->unconfirmed.empty() && (ch->unconfirmed.front().settled || now >= ch->unconfirmed.front().deadline)) {
       auto u = ch->unconfirmed.pop_front();
       if (u.settled) continue;
-      emit(PublishDone{id, u.id, PublishOutcome::timed_out,
+      emit(PublishDone{id, u.id, u.id, PublishOutcome::timed_out,
                        make_error(errc::timeout, "no confirm within " + ms_text(options_.request_timeout) +
                                                      "; the broker may or may not have the message")});
     }
   }
   while (!unwritten_.empty() && now >= unwritten_.front().deadline) {
     auto u = unwritten_.pop_front();
-    emit(PublishDone{u.channel, u.id, PublishOutcome::timed_out,
+    emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::timed_out,
                      make_error(errc::timeout, "not written within " + ms_text(options_.request_timeout))});
   }
   while (!waiting_.empty() && now >= waiting_.front().deadline) {
     auto w = waiting_.pop_front();
     waiting_bytes_ -= w.frames.size();
-    emit(PublishDone{w.channel, w.id, PublishOutcome::timed_out,
+    emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::timed_out,
                      make_error(errc::timeout, "the connection stayed blocked for " + ms_text(options_.request_timeout) +
                                                    "; the message was not sent")});
   }
@@ -237,12 +251,12 @@ void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
   for (ChannelId id : active_) fail_channel_work(*channels_[id], cause);
   while (!waiting_.empty()) {
     auto w = waiting_.pop_front();
-    emit(PublishDone{w.channel, w.id, PublishOutcome::failed, cause});
+    emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::failed, cause});
   }
   waiting_bytes_ = 0;
   while (!unwritten_.empty()) {
     auto u = unwritten_.pop_front();
-    emit(PublishDone{u.channel, u.id, PublishOutcome::failed, cause});
+    emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::failed, cause});
   }
   if (discard_output_) output_.consume(output_.size_bytes());
   emit(Closed{std::move(cause)});
@@ -256,19 +270,19 @@ void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
   }
   while (!ch.unconfirmed.empty()) {
     auto u = ch.unconfirmed.pop_front();
-    if (!u.settled) emit(PublishDone{ch.id, u.id, PublishOutcome::failed, cause});
+    if (!u.settled) emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::failed, cause});
   }
   // Blocked publishes of this channel will never be sent.
   for (std::size_t n = waiting_.size(); n > 0; --n) {
     auto w = waiting_.pop_front();
     if (w.channel == ch.id) {
       waiting_bytes_ -= w.frames.size();
-      emit(PublishDone{w.channel, w.id, PublishOutcome::failed, cause});
+      emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::failed, cause});
     } else {
       waiting_.push_back(std::move(w));
     }
   }
-  ch.consumers.clear();
+  retire_all_consumers(ch);
 }
 
 void Connection::Impl::begin_channel_close(Channel& ch, const Error& cause, RequestId request) {
@@ -277,6 +291,20 @@ void Connection::Impl::begin_channel_close(Channel& ch, const Error& cause, Requ
   std::string text = cause.reply_code == 0 && cause.code ? cause.detail : std::string{};
   send_method(ch.id, wire::ChannelClose{wire::reply::success, text.substr(0, 255), 0, 0});
   ch.state = Channel::Closing{expiry(options_.close_timeout), request, false};
+}
+
+void Connection::Impl::retire_consumer(Channel& ch, std::string_view tag) {
+  for (auto it = ch.consumers.begin(); it != ch.consumers.end(); ++it)
+    if ((*it)->tag == tag) {
+      retired_consumers_.push_back(std::move(*it));
+      ch.consumers.erase(it);
+      return;
+    }
+}
+
+void Connection::Impl::retire_all_consumers(Channel& ch) {
+  for (auto& c : ch.consumers) retired_consumers_.push_back(std::move(c));
+  ch.consumers.clear();
 }
 
 void Connection::Impl::free_channel(ChannelId id) {
@@ -314,6 +342,7 @@ void Connection::handle_eof(Instant now) { impl_->handle_eof(now); }
 void Connection::handle_timeout(Instant now) { impl_->handle_timeout(now); }
 std::optional<Event> Connection::poll_event() { return impl_->poll_event(); }
 wire::OutputView Connection::pending_output() const { return impl_->output_.view(); }
+std::size_t Connection::pending_output_bytes() const noexcept { return impl_->output_.size_bytes(); }
 void Connection::consume_output(std::size_t n) { impl_->consume_output(n); }
 std::optional<Instant> Connection::poll_timeout() const { return impl_->poll_timeout(); }
 bool Connection::is_open() const noexcept { return std::holds_alternative<Running>(impl_->phase_); }

@@ -6,9 +6,16 @@ namespace warren::engine {
 namespace {
 
 std::string error_text(const Error& e) {
+  // Appended piece by piece: GCC 12 at -O3 warns falsely on `"literal" + std::string&&`.
   std::string out = e.code ? e.code.message() : "ok";
-  if (e.reply_code) out += " " + std::to_string(e.reply_code);
-  if (!e.detail.empty()) out += ": " + e.detail;
+  if (e.reply_code) {
+    out += ' ';
+    out += std::to_string(e.reply_code);
+  }
+  if (!e.detail.empty()) {
+    out += ": ";
+    out += e.detail;
+  }
   return out;
 }
 
@@ -59,8 +66,10 @@ std::string to_string(const Event& event) {
         else if constexpr (std::is_same_v<E, RequestFailed>)
           return "failed(ch" + std::to_string(e.channel) + " #" + std::to_string(e.request) + ", " + error_text(e.cause) + ")";
         else if constexpr (std::is_same_v<E, PublishDone>) {
-          std::string out = "publish(ch" + std::to_string(e.channel) + " p" + std::to_string(e.publish) + " " +
-                            std::string(to_string(e.outcome));
+          std::string out = "publish(ch" + std::to_string(e.channel) + " p" + std::to_string(e.first);
+          if (e.last != e.first) out += "-p" + std::to_string(e.last);
+          out += ' ';
+          out += to_string(e.outcome);
           if (e.cause.code || e.cause.reply_code) out += ", " + error_text(e.cause);
           return out + ")";
         } else if constexpr (std::is_same_v<E, Delivery>) return "delivery(" + message_text(e.message) + ")";

@@ -51,7 +51,19 @@ class Connection::Impl {
   void fail_channel_work(detail::Channel& ch, const Error& cause);
   void begin_channel_close(detail::Channel& ch, const Error& cause, RequestId request);
   void free_channel(ChannelId id);
-  void emit(Event e) { events_.push_back(std::move(e)); }
+  // A removed consumer's tag may still be viewed by the event being dispatched: it is freed
+  // at the next poll_event() or handle_*() call, not at once.
+  void retire_consumer(detail::Channel& ch, std::string_view tag);
+  void retire_all_consumers(detail::Channel& ch);
+  std::vector<std::unique_ptr<detail::Consumer>> retired_consumers_;
+  // The common case is one event per frame: it waits in `next_event_` without passing
+  // through the ring, which saves moving a large variant twice. Order is kept because the
+  // slot is used only while the ring is empty.
+  template <class E>
+  void emit(E&& e) {
+    if (!next_event_ && events_.empty()) next_event_.emplace(std::forward<E>(e));
+    else events_.push_back(Event{std::forward<E>(e)});
+  }
   void send_method(ChannelId channel, const wire::Method& m);
   void note_sent() { last_sent_ = now_; }
   detail::Channel* channel(ChannelId id) {
@@ -89,6 +101,7 @@ class Connection::Impl {
   detail::Ring<detail::Unwritten> unwritten_;
   detail::Ring<detail::Waiting> waiting_;
   std::size_t waiting_bytes_ = 0;
+  std::optional<Event> next_event_;
   detail::Ring<Event> events_;
   wire::Method scratch_method_;
 

@@ -261,7 +261,8 @@ void Connection::Impl::on_channel_method(Channel& ch, wire::Method& m) {
   if (const auto* d = std::get_if<wire::BasicDeliver>(&m)) {
     a.kind = Assembly::Kind::deliver;
     a.have_header = false;
-    a.consumer_tag.assign(d->consumer_tag);
+    a.consumer = ch.find_consumer(d->consumer_tag);
+    if (!a.consumer) a.consumer_tag.assign(d->consumer_tag);
     a.delivery_tag = d->delivery_tag;
     a.redelivered = d->redelivered;
     a.exchange.assign(d->exchange);
@@ -275,6 +276,7 @@ void Connection::Impl::on_channel_method(Channel& ch, wire::Method& m) {
     a.reply_text.assign(r->reply_text);
     a.exchange.assign(r->exchange);
     a.routing_key.assign(r->routing_key);
+    a.consumer = nullptr;
     a.consumer_tag.clear();
     a.delivery_tag = 0;
     a.redelivered = false;
@@ -291,9 +293,7 @@ void Connection::Impl::on_channel_method(Channel& ch, wire::Method& m) {
   if (const auto* cancel = std::get_if<wire::BasicCancel>(&m)) {
     // The broker ended a consumer (its queue was deleted, a node went down).
     if (!cancel->no_wait) send_method(ch.id, wire::BasicCancelOk{cancel->consumer_tag});
-    auto it = std::find_if(ch.consumers.begin(), ch.consumers.end(),
-                           [&](const Consumer& c) { return c.tag == cancel->consumer_tag; });
-    if (it != ch.consumers.end()) ch.consumers.erase(it);
+    retire_consumer(ch, cancel->consumer_tag);
     emit(ConsumerCancelled{ch.id, cancel->consumer_tag, true});
     return;
   }
@@ -326,13 +326,12 @@ void Connection::Impl::on_answer(Channel& ch, wire::Method& m) {
   switch (p.kind) {
     case PendingRequest::Kind::consume: {
       const auto& ok = std::get<wire::BasicConsumeOk>(m);
-      if (!ch.find_consumer(ok.consumer_tag)) ch.consumers.push_back(Consumer{std::string(ok.consumer_tag), p.no_ack, false});
+      if (!ch.find_consumer(ok.consumer_tag))
+        ch.consumers.push_back(std::make_unique<Consumer>(Consumer{std::string(ok.consumer_tag), p.no_ack, false}));
       break;
     }
     case PendingRequest::Kind::cancel: {
-      auto it = std::find_if(ch.consumers.begin(), ch.consumers.end(),
-                             [&](const Consumer& c) { return c.tag == p.consumer_tag; });
-      if (it != ch.consumers.end()) ch.consumers.erase(it);
+      retire_consumer(ch, p.consumer_tag);
       emit(ConsumerCancelled{ch.id, std::get<wire::BasicCancelOk>(m).consumer_tag, false});
       break;
     }
@@ -347,6 +346,7 @@ void Connection::Impl::on_answer(Channel& ch, wire::Method& m) {
         a.exchange.assign(ok->exchange);
         a.routing_key.assign(ok->routing_key);
         a.message_count = ok->message_count;
+        a.consumer = nullptr;
         a.consumer_tag.clear();
         return;  // settled by the GetOk event once its content is in
       }
@@ -416,11 +416,12 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
   a.kind = Assembly::Kind::none;
   a.have_header = false;
   if (kind == Assembly::Kind::discard) return;
-  Message msg{ch.id, a.consumer_tag, a.delivery_tag, a.redelivered, a.exchange, a.routing_key, &a.header.properties, body};
+  const std::string_view tag = a.consumer ? std::string_view(a.consumer->tag) : std::string_view(a.consumer_tag);
+  Message msg{ch.id, tag, a.delivery_tag, a.redelivered, a.exchange, a.routing_key, &a.header.properties, body};
   switch (kind) {
     case Assembly::Kind::deliver: {
       ch.max_delivery_tag = std::max(ch.max_delivery_tag, a.delivery_tag);
-      Consumer* c = ch.find_consumer(a.consumer_tag);
+      const Consumer* c = a.consumer;
       if (!c || (c->cancelling && !c->no_ack)) {
         // It raced our cancel (or names no consumer we have): hand it back to its queue
         // rather than leave it unacknowledged on this channel until it closes.
@@ -461,25 +462,35 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
     return;
   }
   const std::uint64_t upto = (multiple && tag == 0) ? ch.next_seq - 1 : tag;
-  auto settle = [&](Unconfirmed& u) {
-    u.settled = true;
-    PublishDone done{ch.id, u.id, ack ? PublishOutcome::confirmed : PublishOutcome::nacked, {}};
-    if (!ack) done.cause = make_error(errc::precondition_failed, "the broker nacked the message");
-    if (ack && ch.pending_return_code && u.seq == upto) {
-      Error e = make_error(errc::not_found, ch.pending_return_text);
-      e.reply_code = *ch.pending_return_code;
-      done.outcome = PublishOutcome::returned;
-      done.cause = std::move(e);
-      ch.pending_return_code.reset();
+  const PublishOutcome outcome = ack ? PublishOutcome::confirmed : PublishOutcome::nacked;
+  auto cause = [&] { return ack ? Error{} : make_error(errc::precondition_failed, "the broker nacked the message"); };
+  // A basic.return settles with the ack that follows it: that publish is reported alone.
+  std::optional<PublishId> returned;
+  if (ack && ch.pending_return_code) {
+    for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
+      Unconfirmed& u = ch.unconfirmed[i];
+      if (u.seq == upto && !u.settled) {
+        Error e = make_error(errc::not_found, ch.pending_return_text);
+        e.reply_code = *ch.pending_return_code;
+        emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::returned, std::move(e)});
+        u.settled = true;
+        returned = u.id;
+      }
+      if (u.seq >= upto) break;
     }
-    emit(std::move(done));
-  };
+    ch.pending_return_code.reset();
+  }
+  // The rest as one range: every unsettled publish with a sequence number up to `upto`.
+  std::optional<PublishId> first, last;
   for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
     Unconfirmed& u = ch.unconfirmed[i];
     if (u.seq > upto) break;
-    if (u.settled) continue;
-    if (multiple || u.seq == upto) settle(u);
+    if (u.settled || (!multiple && u.seq != upto)) continue;
+    u.settled = true;
+    if (!first) first = u.id;
+    last = u.id;
   }
+  if (first) emit(PublishDone{ch.id, *first, *last, outcome, cause()});
   while (!ch.unconfirmed.empty() && ch.unconfirmed.front().settled) ch.unconfirmed.pop_front();
 }
 

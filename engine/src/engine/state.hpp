@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -54,7 +55,7 @@ struct Waiting {
 };
 
 struct Consumer {
-  std::string tag;
+  std::string tag;  // the event's consumer_tag views this: it does not move while the consumer lives
   bool no_ack = false;
   bool cancelling = false;  // basic.cancel sent, cancel-ok not yet in: deliveries go back
 };
@@ -66,7 +67,9 @@ struct Assembly {
   enum class Kind : std::uint8_t { none, deliver, get_ok, returned, discard };
   Kind kind = Kind::none;
   bool have_header = false;
-  std::string consumer_tag, exchange, routing_key, reply_text;
+  std::string exchange, routing_key, reply_text;
+  std::string consumer_tag;  // only when no consumer of ours has the tag
+  const struct Consumer* consumer = nullptr;  // deliveries: resolved from the tag at basic.deliver
   std::uint64_t delivery_tag = 0;
   bool redelivered = false;
   std::uint32_t message_count = 0;
@@ -100,12 +103,12 @@ struct Channel {
   std::string pending_return_text;
   std::uint64_t max_delivery_tag = 0;
   bool app_qos = false;
-  std::vector<Consumer> consumers;
+  std::vector<std::unique_ptr<Consumer>> consumers;  // stable addresses: deliveries point at them
   Assembly assembly;
 
   Consumer* find_consumer(std::string_view tag) {
     for (auto& c : consumers)
-      if (c.tag == tag) return &c;
+      if (c->tag == tag) return c.get();
     return nullptr;
   }
 };

@@ -40,6 +40,7 @@ class Connection {
   // ---- outputs
   [[nodiscard]] std::optional<Event> poll_event();
   [[nodiscard]] wire::OutputView pending_output() const;
+  [[nodiscard]] std::size_t pending_output_bytes() const noexcept;
   void consume_output(std::size_t written_bytes);
   [[nodiscard]] std::optional<Instant> poll_timeout() const;
 

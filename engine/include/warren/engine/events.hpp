@@ -1,6 +1,7 @@
 // What the engine reports, one poll_event() at a time. Views in an event (text, properties,
-// bodies) point into the engine's buffers and stay valid until the next poll_event() or
-// handle_bytes(): dispatch an event before polling the next one.
+// bodies) point into the engine's buffers and the bytes it was handed, and stay valid until
+// the next poll_event() or handle_*() call: dispatch an event before polling the next one.
+// Commands made while dispatching (ack, publish, close_channel, ...) do not invalidate them.
 #pragma once
 
 #include <cstdint>
@@ -72,11 +73,14 @@ enum class PublishOutcome : std::uint8_t {
   failed,     // the channel or connection closed first; its fate is unknown
 };
 
+// Settles the channel's publishes with ids first..last that are still pending (one multiple
+// ack, or one write, settles many at once; publishes reported earlier are not in it again).
 struct PublishDone {
   ChannelId channel = 0;
-  PublishId publish = 0;
+  PublishId first = 0;
+  PublishId last = 0;
   PublishOutcome outcome = PublishOutcome::written;
-  Error cause;  // for returned: reply code and text; for timed_out and failed: why
+  Error cause;  // for returned: reply code and text; for nacked, timed_out and failed: why
 };
 
 // A message the broker sent: basic.deliver, basic.get-ok or basic.return.

@@ -1,0 +1,374 @@
+// Publishing, confirms, blocked publishes, deliveries, subscriptions and cancel.
+#include "scripted_broker.hpp"
+
+namespace warren::test {
+namespace {
+
+using namespace warren::wire;
+
+std::string id(std::uint64_t n) { return std::to_string(n); }
+
+void select_confirms(ScriptedBroker& b, engine::ChannelId ch) {
+  ASSERT_TRUE(b.conn.confirm_select(ch, b.now).ok());
+  b.expect_sent("ch" + id(ch) + " confirm.select(no_wait=false)");
+}
+
+TEST(Publish, without_confirms_a_publish_completes_when_written) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  BasicProperties props;
+  props.delivery_mode = 2;
+  auto p = b.conn.publish(1, BasicPublish{"amq.direct", "k", false, false}, props, as_bytes("hello"), b.now);
+  ASSERT_TRUE(p.ok());
+  b.expect_no_event();
+  b.expect_sent("ch1 basic.publish(exchange=\"amq.direct\", routing_key=\"k\", mandatory=false, immediate=false)");
+  b.expect_sent("ch1 header(size=5, {delivery_mode=2})");
+  b.expect_sent("ch1 body(\"hello\")");
+  b.expect_event("publish(ch1 p" + id(*p) + " written)");
+}
+
+TEST(Confirms, confirm_numbering_starts_at_select) {
+  // A publish queued between confirm.select and select-ok is already the broker's number 1.
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto select = b.conn.confirm_select(1, b.now);
+    auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("first"), b.now);
+    ASSERT_TRUE(select.ok() && p.ok());
+    b.send(1, ConfirmSelectOk{});
+    b.expect_event("done(ch1 #" + id(*select) + " confirm.select-ok())");
+    b.expect_no_event();  // written, but in confirm mode only the broker's answer settles it
+    b.send(1, BasicAck{1, false});
+    b.expect_event("publish(ch1 p" + id(*p) + " confirmed)");
+  });
+}
+
+TEST(Confirms, acks_and_nacks_with_multiple) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    std::vector<engine::PublishId> ps;
+    for (int i = 0; i < 4; ++i) ps.push_back(*b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now));
+    b.send(1, BasicAck{2, true});  // one multiple ack: one event for the range
+    b.expect_event("publish(ch1 p" + id(ps[0]) + "-p" + id(ps[1]) + " confirmed)");
+    b.send(1, BasicNack{4, false, false});  // out of order: 4 before 3
+    b.expect_event("publish(ch1 p" + id(ps[3]) + " nacked, precondition failed: the broker nacked the message)");
+    b.send(1, BasicAck{3, false});
+    b.expect_event("publish(ch1 p" + id(ps[2]) + " confirmed)");
+    b.expect_no_event();
+    // A multiple ack over a publish settled earlier (4) does not report it twice.
+    auto p5 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now);
+    b.send(1, BasicAck{5, true});
+    b.expect_event("publish(ch1 p" + id(*p5) + " confirmed)");
+    b.expect_no_event();
+  });
+}
+
+TEST(Confirms, a_confirm_for_a_publish_never_made_is_a_protocol_error) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  select_confirms(b, 1);
+  b.send(1, ConfirmSelectOk{});
+  b.next_event();
+  b.send(1, BasicAck{1, false});
+  b.expect_event("closed(protocol error: basic.ack 1 on channel 1 confirms a publish never made (last is 0))");
+}
+
+TEST(Confirms, a_mandatory_return_is_reported_with_its_publish) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto p = b.conn.publish(1, BasicPublish{"amq.direct", "nowhere", true, false}, {}, as_bytes("lost"), b.now);
+    ASSERT_TRUE(p.ok());
+    b.send_content(1, BasicReturn{312, "NO_ROUTE", "amq.direct", "nowhere"}, "lost");
+    b.expect_event("returned(312 \"NO_ROUTE\" ch1 exchange=\"amq.direct\" routing_key=\"nowhere\" body=\"lost\")");
+    b.send(1, BasicAck{1, false});
+    b.expect_event("publish(ch1 p" + id(*p) + " returned, not found 312: NO_ROUTE)");
+  });
+}
+
+TEST(Blocked, a_publish_made_while_blocked_waits_and_takes_its_number_when_queued) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    b.send(0, ConnectionBlocked{"low on memory"});
+    b.next_event();
+    auto waiting = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("waits"), b.now);
+    ASSERT_TRUE(waiting.ok());
+    b.expect_nothing_sent();
+    b.send(0, ConnectionUnblocked{});
+    b.expect_event("unblocked");
+    b.expect_sent("ch1 basic.publish(exchange=\"\", routing_key=\"q\", mandatory=false, immediate=false)");
+    b.next_sent();
+    b.expect_sent("ch1 body(\"waits\")");
+    b.send(1, BasicAck{1, false});
+    b.expect_event("publish(ch1 p" + id(*waiting) + " confirmed)");
+  });
+}
+
+TEST(Blocked, one_deadline_covers_the_wait) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    b.send(0, ConnectionBlocked{"disk"});
+    b.next_event();
+    auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("x"), b.now);
+    ASSERT_TRUE(p.ok());
+    b.advance(10s);
+    b.expect_event("publish(ch1 p" + id(*p) +
+                   " timed_out, timed out: the connection stayed blocked for 10000 ms; the message was not sent)");
+    b.send(0, ConnectionUnblocked{});
+    b.expect_event("unblocked");
+    b.expect_nothing_sent();  // a timed-out publish is never sent later, nor retried
+  });
+}
+
+TEST(Confirms, one_deadline_covers_the_confirm) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("x"), b.now);
+    b.advance(10s);
+    b.expect_event("publish(ch1 p" + id(*p) +
+                   " timed_out, timed out: no confirm within 10000 ms; the broker may or may not have the message)");
+    b.send(1, BasicAck{1, false});  // late: settles nothing, mispairs nothing
+    b.expect_no_event();
+    EXPECT_TRUE(b.conn.is_open());
+  });
+}
+
+TEST(Deliveries, a_delivery_is_reassembled_and_a_single_frame_body_is_not_copied) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto c = b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now);
+    ASSERT_TRUE(c.ok());
+    b.send(1, BasicQosOk{});
+    b.send(1, BasicConsumeOk{"ctag"});
+    b.expect_event("done(ch1 #" + id(*c) + " basic.consume-ok(consumer_tag=\"ctag\"))");
+    BasicProperties props;
+    props.correlation_id = "r1";
+    b.send_content(1, BasicDeliver{"ctag", 1, false, "ex", "rk"}, "payload", props);
+    b.expect_event(
+        "delivery(ch1 tag=\"ctag\" delivery_tag=1 exchange=\"ex\" routing_key=\"rk\" properties={correlation_id=\"r1\"} "
+        "body=\"payload\")");
+  });
+}
+
+TEST(Deliveries, the_single_frame_body_view_points_into_the_read_bytes) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::uint16_t{10}, b.now).ok());
+  b.send(1, BasicQosOk{});
+  b.send(1, BasicConsumeOk{"ctag"});
+  b.next_event();
+  OutputQueue q;
+  ASSERT_TRUE(write_content(q, 1, BasicDeliver{"ctag", 1, false, "", "q"}, {}, as_bytes("zero-copy"), 131072).ok());
+  auto bytes = q.to_vector();
+  b.conn.handle_bytes(bytes, b.now);
+  auto e = b.conn.poll_event();
+  ASSERT_TRUE(e.has_value());
+  auto* d = std::get_if<engine::Delivery>(&*e);
+  ASSERT_NE(d, nullptr);
+  EXPECT_GE(d->message.body.data(), bytes.data());
+  EXPECT_LT(d->message.body.data(), bytes.data() + bytes.size());
+}
+
+TEST(Deliveries, a_body_over_many_frames_is_reassembled) {
+  every_split([](ScriptedBroker& b) {
+    b.connect(60, 2047, 4096);
+    b.open_channel();
+    ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
+    b.send(1, BasicQosOk{});
+    b.send(1, BasicConsumeOk{"ctag"});
+    b.next_event();
+    std::string body(10000, 'x');
+    for (std::size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>('a' + i % 26);
+    b.send_content(1, BasicDeliver{"ctag", 1, false, "", "q"}, body, {}, 4096);
+    auto e = b.next_event();
+    EXPECT_NE(e.find("body=\"" + body + "\""), std::string::npos) << e.substr(0, 200);
+  });
+}
+
+TEST(Deliveries, the_ack_counter_is_separate_from_the_confirm_counter) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
+    b.next_sent();
+    b.next_sent();
+    b.send(1, BasicQosOk{});
+    b.send(1, BasicConsumeOk{"ctag"});
+    b.next_event();
+    auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("out"), b.now);
+    b.send_content(1, BasicDeliver{"ctag", 1, false, "", "q"}, "in");
+    b.next_event();
+    // Our ack of delivery 1 goes to the broker; the broker's ack 1 confirms publish 1.
+    ASSERT_TRUE(b.conn.ack(1, 1, false).ok());
+    b.next_sent();
+    b.next_sent();
+    b.next_sent();
+    b.expect_sent("ch1 basic.ack(delivery_tag=1, multiple=false)");
+    b.expect_no_event();
+    b.send(1, BasicAck{1, false});
+    b.expect_event("publish(ch1 p" + id(*p) + " confirmed)");
+  });
+}
+
+TEST(Deliveries, acking_a_tag_never_delivered_is_refused_before_it_reaches_the_broker) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  auto r = b.conn.ack(1, 7, false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().detail, "delivery tag 7 was never delivered on channel 1");
+  b.expect_nothing_sent();
+  EXPECT_TRUE(b.conn.ack(1, 0, true).ok());  // "everything so far" is always valid
+}
+
+TEST(Deliveries, get_ok_and_get_empty) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto g1 = b.conn.basic_get(1, BasicGet{"q", false}, b.now);
+    auto g2 = b.conn.basic_get(1, BasicGet{"q", false}, b.now);
+    ASSERT_TRUE(g1.ok() && g2.ok());
+    b.send_content(1, BasicGetOk{1, false, "", "q", 0}, "got");
+    b.expect_event("get-ok(#" + id(*g1) + " left=0 ch1 delivery_tag=1 exchange=\"\" routing_key=\"q\" body=\"got\")");
+    b.send(1, BasicGetEmpty{});
+    b.expect_event("done(ch1 #" + id(*g2) + " basic.get-empty())");
+  });
+}
+
+TEST(Deliveries, a_method_in_the_middle_of_content_is_a_protocol_error) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
+  b.send(1, BasicQosOk{});
+  b.send(1, BasicConsumeOk{"ctag"});
+  b.next_event();
+  b.send(1, BasicDeliver{"ctag", 1, false, "", "q"});
+  b.send(1, BasicAck{1, false});
+  b.expect_event("closed(protocol error: basic.ack on channel 1 arrived in the middle of a message's content)");
+}
+
+TEST(Subscriptions, without_a_prefetch_a_subscription_gets_250_sent_with_its_consume) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto c = b.conn.basic_consume(1, BasicConsume{"q"}, std::nullopt, b.now);
+    ASSERT_TRUE(c.ok());
+    b.expect_sent("ch1 basic.qos(prefetch_size=0, prefetch_count=250, global=false)");
+    b.expect_sent("ch1 basic.consume(queue=\"q\", consumer_tag=\"\", no_local=false, no_ack=false, exclusive=false, "
+                  "no_wait=false, arguments={})");
+    b.send(1, BasicQosOk{});
+    b.expect_no_event();  // the engine's own qos settles silently
+    b.send(1, BasicConsumeOk{"amq.ctag-1"});
+    b.expect_event("done(ch1 #" + id(*c) + " basic.consume-ok(consumer_tag=\"amq.ctag-1\"))");
+  });
+}
+
+TEST(Subscriptions, an_explicit_prefetch_is_sent_and_zero_means_unlimited) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "a"}, std::uint16_t{10}, b.now).ok());
+  b.expect_sent("ch1 basic.qos(prefetch_size=0, prefetch_count=10, global=false)");
+  b.next_sent();
+  ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "b"}, std::uint16_t{0}, b.now).ok());
+  b.expect_sent("ch1 basic.qos(prefetch_size=0, prefetch_count=0, global=false)");
+  b.next_sent();
+}
+
+TEST(Subscriptions, an_applications_qos_is_left_alone) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  ASSERT_TRUE(b.conn.basic_qos(1, BasicQos{0, 5, false}, b.now).ok());
+  b.expect_sent("ch1 basic.qos(prefetch_size=0, prefetch_count=5, global=false)");
+  ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "c"}, std::nullopt, b.now).ok());
+  b.expect_sent("ch1 basic.consume(queue=\"q\", consumer_tag=\"c\", no_local=false, no_ack=false, exclusive=false, "
+                "no_wait=false, arguments={})");
+  b.expect_nothing_sent();
+}
+
+TEST(Subscriptions, a_delivery_that_races_the_cancel_is_handed_back) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
+    b.send(1, BasicQosOk{});
+    b.send(1, BasicConsumeOk{"ctag"});
+    b.next_event();
+    b.next_sent();
+    b.next_sent();
+    auto cancel = b.conn.basic_cancel(1, "ctag", b.now);
+    ASSERT_TRUE(cancel.ok());
+    b.expect_sent("ch1 basic.cancel(consumer_tag=\"ctag\", no_wait=false)");
+    // The broker had already sent these: the tag is still routed, so they are seen and
+    // rejected back to the queue, not left unacknowledged on the channel.
+    b.send_content(1, BasicDeliver{"ctag", 7, false, "", "q"}, "raced");
+    b.send_content(1, BasicDeliver{"ctag", 8, false, "", "q"}, "raced too");
+    b.expect_no_event();
+    b.expect_sent("ch1 basic.reject(delivery_tag=7, requeue=true)");
+    b.expect_sent("ch1 basic.reject(delivery_tag=8, requeue=true)");
+    b.send(1, BasicCancelOk{"ctag"});
+    b.expect_event("cancelled(ch1 \"ctag\")");
+    b.expect_event("done(ch1 #" + id(*cancel) + " basic.cancel-ok(consumer_tag=\"ctag\"))");
+  });
+}
+
+TEST(Subscriptions, a_no_ack_subscription_has_nothing_to_hand_back) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag", false, true}, std::nullopt, b.now).ok());
+  b.send(1, BasicQosOk{});
+  b.send(1, BasicConsumeOk{"ctag"});
+  b.next_event();
+  b.next_sent();
+  b.next_sent();
+  ASSERT_TRUE(b.conn.basic_cancel(1, "ctag", b.now).ok());
+  b.next_sent();
+  b.send_content(1, BasicDeliver{"ctag", 3, false, "", "q"}, "mine");
+  b.expect_event("delivery(ch1 tag=\"ctag\" delivery_tag=3 exchange=\"\" routing_key=\"q\" body=\"mine\")");
+  b.expect_nothing_sent();
+}
+
+TEST(Subscriptions, a_broker_cancel_ends_the_subscription) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
+    b.send(1, BasicQosOk{});
+    b.send(1, BasicConsumeOk{"ctag"});
+    b.next_event();
+    b.send(1, BasicCancel{"ctag", true});
+    b.expect_event("cancelled(ch1 \"ctag\" by broker)");
+    auto again = b.conn.basic_cancel(1, "ctag", b.now);
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code, errc::not_found);
+  });
+}
+
+}  // namespace
+}  // namespace warren::test
