@@ -88,7 +88,7 @@ fuzz_one() {  # a bounded run; the fuzzer's chatter goes to a log shown only on 
     return 1
   fi
 }
-for target in frame_decoder field_table content_header method; do
+for target in frame_decoder field_table content_header method engine; do
   step "fuzz: $target" fuzz_one "$target"
 done
 

@@ -296,5 +296,23 @@ TEST(Backpressure, congestion_is_reported_and_cleared) {
   b.expect_event("writable");
 }
 
+TEST(Latch, nothing_is_reported_after_closed) {
+  // Found by the engine fuzzer: output drained after the latch reported "writable".
+  auto options = default_options();
+  options.output_limit_bytes = 100;
+  ScriptedBroker b(std::nullopt, options);
+  b.connect();
+  b.open_channel();
+  b.hold_output = true;
+  std::string body(200, 'x');
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes(body), b.now).ok());
+  EXPECT_TRUE(b.conn.congested());
+  b.send_raw(from_hex("8a 0000 00000000 ce"));
+  b.expect_event("publish(ch1 p1 failed, unknown frame type: frame type 0x8A is not 1, 2, 3 or 8)");
+  b.expect_event("closed(unknown frame type: frame type 0x8A is not 1, 2, 3 or 8)");
+  b.flush();
+  b.expect_no_event();
+}
+
 }  // namespace
 }  // namespace warren::test

@@ -59,8 +59,11 @@ class Connection::Impl {
   // The common case is one event per frame: it waits in `next_event_` without passing
   // through the ring, which saves moving a large variant twice. Order is kept because the
   // slot is used only while the ring is empty.
+  // Closed is the last event: after it, nothing else is reported.
   template <class E>
   void emit(E&& e) {
+    if (closed_emitted_) return;
+    if constexpr (std::is_same_v<std::decay_t<E>, Closed>) closed_emitted_ = true;
     if (!next_event_ && events_.empty()) next_event_.emplace(std::forward<E>(e));
     else events_.push_back(Event{std::forward<E>(e)});
   }
@@ -102,6 +105,7 @@ class Connection::Impl {
   detail::Ring<detail::Waiting> waiting_;
   std::size_t waiting_bytes_ = 0;
   std::optional<Event> next_event_;
+  bool closed_emitted_ = false;
   detail::Ring<Event> events_;
   wire::Method scratch_method_;
 
