@@ -75,6 +75,40 @@ TEST(Pairing, answers_pair_with_requests_in_order_per_channel) {
   });
 }
 
+TEST(Pairing, every_request_verb_pairs_with_its_own_answer) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto& c = b.conn;
+    const auto t = b.now;
+    std::vector<std::pair<Result<engine::RequestId>, Method>> asked;
+    asked.emplace_back(c.exchange_declare(1, ExchangeDeclare{"x", "topic"}, t), ExchangeDeclareOk{});
+    asked.emplace_back(c.exchange_bind(1, ExchangeBind{"x", "amq.topic", "#"}, t), ExchangeBindOk{});
+    asked.emplace_back(c.exchange_unbind(1, ExchangeUnbind{"x", "amq.topic", "#"}, t), ExchangeUnbindOk{});
+    asked.emplace_back(c.exchange_delete(1, ExchangeDelete{"x"}, t), ExchangeDeleteOk{});
+    asked.emplace_back(c.queue_bind(1, QueueBind{"q", "amq.topic", "#"}, t), QueueBindOk{});
+    asked.emplace_back(c.queue_unbind(1, QueueUnbind{"q", "amq.topic", "#"}, t), QueueUnbindOk{});
+    asked.emplace_back(c.queue_purge(1, QueuePurge{"q"}, t), QueuePurgeOk{4});
+    asked.emplace_back(c.queue_delete(1, QueueDelete{"q"}, t), QueueDeleteOk{0});
+    asked.emplace_back(c.basic_recover(1, true, t), BasicRecoverOk{});
+    asked.emplace_back(c.channel_flow(1, false, t), ChannelFlowOk{false});
+    for (auto& [r, answer] : asked) {
+      ASSERT_TRUE(r.ok());
+      b.send(1, answer);
+      b.expect_event("done(ch1 #" + std::to_string(*r) + " " + to_string(answer) + ")");
+    }
+    // no_wait requests return 0: nothing will answer them, and nothing waits.
+    auto quiet = c.queue_declare(1, QueueDeclare{"q", false, false, false, false, true}, t);
+    ASSERT_TRUE(quiet.ok());
+    EXPECT_EQ(*quiet, 0u);
+    b.send(1, ChannelFlow{false});
+    b.expect_event("flow(ch1 paused)");
+    for (int i = 0; i < 10; ++i) b.next_sent();
+    b.next_sent();  // the no-wait declare
+    b.expect_sent("ch1 channel.flow-ok(active=false)");
+  });
+}
+
 TEST(Pairing, answer_before_write_settles) {
   // The answer is read before the transport reported the request's bytes written: it still
   // settles the request, because the waiter was registered before the frame was queued.
