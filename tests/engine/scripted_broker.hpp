@@ -147,6 +147,19 @@ class ScriptedBroker {
     return *ch;
   }
 
+  // A subscription on `channel` to queue "q" with the engine's default qos, answered by the
+  // broker; what the engine sent for it is read.
+  void subscribe(engine::ChannelId channel, std::string_view tag, bool no_ack = false) {
+    auto r = conn.basic_consume(channel, wire::BasicConsume{"q", tag, false, no_ack}, std::nullopt, now);
+    ASSERT_TRUE(r.ok());
+    next_sent();  // basic.qos
+    next_sent();  // basic.consume
+    send(channel, wire::BasicQosOk{});
+    send(channel, wire::BasicConsumeOk{tag});
+    expect_event("done(ch" + std::to_string(channel) + " #" + std::to_string(*r) +
+                 " basic.consume-ok(consumer_tag=" + wire::quote(tag) + "))");
+  }
+
   std::size_t fed() const { return fed_; }
 
   static std::string describe(const wire::FrameView& f) {

@@ -193,10 +193,7 @@ TEST(Deliveries, a_body_over_many_frames_is_reassembled) {
   every_split([](ScriptedBroker& b) {
     b.connect(60, 2047, 4096);
     b.open_channel();
-    ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
-    b.send(1, BasicQosOk{});
-    b.send(1, BasicConsumeOk{"ctag"});
-    b.next_event();
+    b.subscribe(1, "ctag");
     std::string body(10000, 'x');
     for (std::size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>('a' + i % 26);
     b.send_content(1, BasicDeliver{"ctag", 1, false, "", "q"}, body, {}, 4096);
@@ -212,12 +209,7 @@ TEST(Deliveries, the_ack_counter_is_separate_from_the_confirm_counter) {
     select_confirms(b, 1);
     b.send(1, ConfirmSelectOk{});
     b.next_event();
-    ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
-    b.next_sent();
-    b.next_sent();
-    b.send(1, BasicQosOk{});
-    b.send(1, BasicConsumeOk{"ctag"});
-    b.next_event();
+    b.subscribe(1, "ctag");
     auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("out"), b.now);
     b.send_content(1, BasicDeliver{"ctag", 1, false, "", "q"}, "in");
     b.next_event();
@@ -262,10 +254,7 @@ TEST(Deliveries, a_method_in_the_middle_of_content_is_a_protocol_error) {
   ScriptedBroker b;
   b.connect();
   b.open_channel();
-  ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
-  b.send(1, BasicQosOk{});
-  b.send(1, BasicConsumeOk{"ctag"});
-  b.next_event();
+  b.subscribe(1, "ctag");
   b.send(1, BasicDeliver{"ctag", 1, false, "", "q"});
   b.send(1, BasicAck{1, false});
   b.expect_event("closed(protocol error: basic.ack on channel 1 arrived in the middle of a message's content)");
@@ -315,12 +304,7 @@ TEST(Subscriptions, a_delivery_that_races_the_cancel_is_handed_back) {
   every_split([](ScriptedBroker& b) {
     b.connect();
     b.open_channel();
-    ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
-    b.send(1, BasicQosOk{});
-    b.send(1, BasicConsumeOk{"ctag"});
-    b.next_event();
-    b.next_sent();
-    b.next_sent();
+    b.subscribe(1, "ctag");
     auto cancel = b.conn.basic_cancel(1, "ctag", b.now);
     ASSERT_TRUE(cancel.ok());
     b.expect_sent("ch1 basic.cancel(consumer_tag=\"ctag\", no_wait=false)");
@@ -341,12 +325,7 @@ TEST(Subscriptions, a_no_ack_subscription_has_nothing_to_hand_back) {
   ScriptedBroker b;
   b.connect();
   b.open_channel();
-  ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag", false, true}, std::nullopt, b.now).ok());
-  b.send(1, BasicQosOk{});
-  b.send(1, BasicConsumeOk{"ctag"});
-  b.next_event();
-  b.next_sent();
-  b.next_sent();
+  b.subscribe(1, "ctag", true);
   ASSERT_TRUE(b.conn.basic_cancel(1, "ctag", b.now).ok());
   b.next_sent();
   b.send_content(1, BasicDeliver{"ctag", 3, false, "", "q"}, "mine");
@@ -358,10 +337,7 @@ TEST(Subscriptions, a_broker_cancel_ends_the_subscription) {
   every_split([](ScriptedBroker& b) {
     b.connect();
     b.open_channel();
-    ASSERT_TRUE(b.conn.basic_consume(1, BasicConsume{"q", "ctag"}, std::nullopt, b.now).ok());
-    b.send(1, BasicQosOk{});
-    b.send(1, BasicConsumeOk{"ctag"});
-    b.next_event();
+    b.subscribe(1, "ctag");
     b.send(1, BasicCancel{"ctag", true});
     b.expect_event("cancelled(ch1 \"ctag\" by broker)");
     auto again = b.conn.basic_cancel(1, "ctag", b.now);

@@ -81,23 +81,11 @@ Result<void> BlockingSession::run_handshake(const SessionOptions& options) {
   handshake_.mechanisms = std::string(s->mechanisms);
   handshake_.locales = std::string(s->locales);
 
-  wire::FieldTable capabilities;
-  capabilities.set("publisher_confirms", true)
-      .set("consumer_cancel_notify", true)
-      .set("connection.blocked", true)
-      .set("authentication_failure_close", true)
-      .set("basic.nack", true)
-      .set("per_consumer_qos", true)
-      .set("exchange_exchange_bindings", true);
-  wire::FieldTable client;
-  client.set("product", std::string("warren"))
-      .set("platform", std::string("C++20"))
-      .set("capabilities", std::move(capabilities));
-  std::string response;
-  response.push_back('\0');
-  response += options.user;
-  response.push_back('\0');
-  response += options.password;
+  engine::ConnectionOptions engine_options;
+  engine_options.user = options.user;
+  engine_options.password = options.password;
+  const wire::FieldTable client = engine::client_properties(engine_options);
+  const std::string response = engine::sasl_response(engine_options);
   if (auto r = send(0, wire::ConnectionStartOk{client, "PLAIN", response, "en_US"}); !r.ok()) return r;
 
   auto tune = receive_method(0);

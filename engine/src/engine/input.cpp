@@ -45,25 +45,6 @@ bool is_answer(wire::MethodId id) {
   }
 }
 
-wire::FieldTable client_properties(const ConnectionOptions& o) {
-  wire::FieldTable capabilities;
-  capabilities.set("publisher_confirms", true)
-      .set("consumer_cancel_notify", true)
-      .set("connection.blocked", true)
-      .set("authentication_failure_close", true)
-      .set("basic.nack", true)
-      .set("per_consumer_qos", true)
-      .set("exchange_exchange_bindings", true);
-  wire::FieldTable p;
-  p.set("product", std::string("warren"))
-      .set("version", std::string("0.1.0"))
-      .set("platform", std::string("C++20"))
-      .set("capabilities", std::move(capabilities));
-  if (!o.connection_name.empty()) p.set("connection_name", o.connection_name);
-  for (const auto& e : o.client_properties.entries) p.set(e.key, e.value);
-  return p;
-}
-
 }  // namespace
 
 void Connection::Impl::on_frame(const wire::FrameView& frame) {

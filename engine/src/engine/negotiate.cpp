@@ -66,6 +66,25 @@ std::string sasl_response(const ConnectionOptions& options) {
   return {};
 }
 
+wire::FieldTable client_properties(const ConnectionOptions& o) {
+  wire::FieldTable capabilities;
+  capabilities.set("publisher_confirms", true)
+      .set("consumer_cancel_notify", true)
+      .set("connection.blocked", true)
+      .set("authentication_failure_close", true)
+      .set("basic.nack", true)
+      .set("per_consumer_qos", true)
+      .set("exchange_exchange_bindings", true);
+  wire::FieldTable p;
+  p.set("product", std::string("warren"))
+      .set("version", std::string("0.1.0"))
+      .set("platform", std::string("C++20"))
+      .set("capabilities", std::move(capabilities));
+  if (!o.connection_name.empty()) p.set("connection_name", o.connection_name);
+  for (const auto& e : o.client_properties.entries) p.set(e.key, e.value);
+  return p;
+}
+
 Error close_error(std::uint16_t reply_code, std::string_view reply_text, std::uint16_t class_id,
                   std::uint16_t method_id, bool channel) {
   errc code = channel ? errc::channel_closed : errc::connection_closed;

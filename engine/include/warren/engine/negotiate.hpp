@@ -28,6 +28,10 @@ namespace warren::engine {
 // table's content with LOGIN and PASSWORD; EXTERNAL: empty, the TLS certificate speaks).
 [[nodiscard]] std::string sasl_response(const ConnectionOptions& options);
 
+// warren's client properties for connection.start-ok (product, version, platform, the
+// capabilities it implements, connection_name), with the application's own merged over them.
+[[nodiscard]] wire::FieldTable client_properties(const ConnectionOptions& options);
+
 // A broker's connection.close or channel.close as an Error: 403 access_refused,
 // 404 not_found, 405 resource_locked, 406 precondition_failed, otherwise channel_closed or
 // connection_closed, with the reply code, text and the method it blamed.
