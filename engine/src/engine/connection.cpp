@@ -70,8 +70,7 @@ std::optional<Event> Connection::Impl::poll_event() {
     if (!input_pending_ || input_dead_) return std::nullopt;
     auto next = decoder_.next();
     if (!next.ok()) {
-      const auto& e = next.error();
-      fail(e, e.code == errc::frame_too_large ? wire::reply::frame_error : wire::reply::frame_error);
+      fail(next.error(), wire::reply::frame_error);
       continue;
     }
     if (!next->has_value()) {

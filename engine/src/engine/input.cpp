@@ -189,7 +189,6 @@ void Connection::Impl::on_channel_method(Channel& ch, wire::Method& m) {
     // including the content of a message the broker had started.
     if (std::holds_alternative<wire::ChannelCloseOk>(m)) {
       const RequestId request = closing->request;
-      const bool crossed = closing->crossed;
       const ChannelId num = ch.id;
       free_channel(num);  // `ch` is gone from here on
       if (request != 0) {
@@ -198,7 +197,6 @@ void Connection::Impl::on_channel_method(Channel& ch, wire::Method& m) {
         e.reply_code = wire::reply::success;
         emit(ChannelClosed{num, std::move(e)});
       }
-      (void)crossed;
       return;
     }
     if (std::holds_alternative<wire::ChannelClose>(m)) {
@@ -207,8 +205,10 @@ void Connection::Impl::on_channel_method(Channel& ch, wire::Method& m) {
       return;
     }
     if (std::holds_alternative<wire::BasicDeliver>(m) || std::holds_alternative<wire::BasicGetOk>(m) ||
-        std::holds_alternative<wire::BasicReturn>(m))
-      ch.assembly.kind = Assembly::Kind::discard, ch.assembly.have_header = false;
+        std::holds_alternative<wire::BasicReturn>(m)) {
+      ch.assembly.kind = Assembly::Kind::discard;
+      ch.assembly.have_header = false;
+    }
     return;
   }
 
