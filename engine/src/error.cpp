@@ -27,6 +27,7 @@ class Category final : public std::error_category {
       case errc::not_found: return "not found";
       case errc::resource_locked: return "resource locked";
       case errc::precondition_failed: return "precondition failed";
+      case errc::invalid_url: return "invalid URL";
     }
     return "unknown warren error";
   }

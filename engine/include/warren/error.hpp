@@ -31,6 +31,8 @@ enum class errc : int {
   not_found,
   resource_locked,
   precondition_failed,
+  // configuration
+  invalid_url,  // a connection URL that cannot be honoured exactly as written
 };
 
 [[nodiscard]] const std::error_category& error_category() noexcept;
