@@ -63,11 +63,12 @@ if [[ ! -f build-asan/build.ninja ]]; then
     -Dbuildtype=debug >/dev/null || exit 1
 fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-ninja -C build-asan tests/unit-tests tests/property-tests tests/engine-tests tests/client-tests || { echo "0 passed, 1 failed"; exit 1; }
+ninja -C build-asan tests/unit-tests tests/property-tests tests/engine-tests tests/client-tests tests/tls-tests || { echo "0 passed, 1 failed"; exit 1; }
 step "asan: unit" build-asan/tests/unit-tests --gtest_brief=1
 step "asan: property" build-asan/tests/property-tests --gtest_brief=1
 step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1
 step "asan: client" build-asan/tests/client-tests --gtest_brief=1
+step "asan: tls" build-asan/tests/tls-tests --gtest_brief=1
 
 # 3. libFuzzer targets, a bounded run each over the seed corpus.
 if [[ ! -f build-fuzz/build.ninja ]]; then
@@ -102,7 +103,7 @@ if env_text=$(scripts/broker-start.sh "$broker_dir" 0 0); then
 else
   echo "test.sh: the test broker did not start; the broker suites will fail" >&2
 fi
-meson_suites build-ci codec property pika engine client broker
+meson_suites build-ci codec property pika engine client tls broker
 step "demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
 
 echo

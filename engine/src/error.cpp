@@ -28,6 +28,8 @@ class Category final : public std::error_category {
       case errc::resource_locked: return "resource locked";
       case errc::precondition_failed: return "precondition failed";
       case errc::invalid_url: return "invalid URL";
+      case errc::tls_failed: return "TLS handshake failed";
+      case errc::tls_config: return "TLS configuration refused";
     }
     return "unknown warren error";
   }

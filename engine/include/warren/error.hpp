@@ -33,6 +33,9 @@ enum class errc : int {
   precondition_failed,
   // configuration
   invalid_url,  // a connection URL that cannot be honoured exactly as written
+  // TLS
+  tls_failed,   // the handshake failed: certificate not trusted, expired, wrong name, ...
+  tls_config,   // a CA, certificate or key given in the options could not be used
 };
 
 [[nodiscard]] const std::error_category& error_category() noexcept;
