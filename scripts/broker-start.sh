@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts a throwaway RabbitMQ node on loopback with all its state in DIR, without systemd.
-# Usage: broker-start.sh DIR [PORT] [TLS_PORT]   (PORT 0 or absent: pick a free one)
+# Usage: broker-start.sh DIR [PORT] [TLS_PORT]   (PORT 0 or absent: pick a free one;
+#        TLS_PORT absent or 0: no TLS listener; "auto": pick a free one)
 # Writes DIR/broker.env (RMQ_NODE RMQ_PORT RMQ_TLS_PORT RMQ_DIR RMQ_PID RMQ_CTL [RMQ_CA]) and
 # prints it. When TLS_PORT is given, a CA, a server certificate (localhost, 127.0.0.1) and a
 # client certificate are generated in DIR/tls.
@@ -34,6 +35,7 @@ fi
 
 [[ $PORT == 0 ]] && PORT=$((25672 + RANDOM % 2000))
 PORT=$(free_port "$PORT")
+[[ $TLS_PORT == auto ]] && TLS_PORT=$((PORT + 1))
 if [[ $TLS_PORT != 0 ]]; then
   TLS_PORT=$(free_port "$TLS_PORT")
   while ((TLS_PORT == PORT || TLS_PORT == PORT + 20000)); do TLS_PORT=$(free_port $((TLS_PORT + 1))); done

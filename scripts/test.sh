@@ -97,9 +97,12 @@ done
 # 4. Everything in the default build, with a throwaway broker for the suites that need one.
 broker_dir=$(mktemp -d /tmp/warren-test-broker.XXXXXX)
 trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
-if env_text=$(scripts/broker-start.sh "$broker_dir" 0 0); then
+if env_text=$(scripts/broker-start.sh "$broker_dir" 0 auto); then
   eval "$env_text"
-  export RMQ_PORT RMQ_CTL
+  export RMQ_PORT RMQ_CTL RMQ_TLS_PORT RMQ_DIR
+  # EXTERNAL logs in as the client certificate's CN; that user must exist.
+  "$RMQ_CTL" -q add_user tls-client "$(openssl rand -hex 16)" >/dev/null &&
+    "$RMQ_CTL" -q set_permissions -p / tls-client ".*" ".*" ".*" >/dev/null
 else
   echo "test.sh: the test broker did not start; the broker suites will fail" >&2
 fi

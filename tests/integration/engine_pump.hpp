@@ -16,12 +16,14 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "warren/engine/connection.hpp"
 #include "warren/engine/describe.hpp"
+#include "warren/tls/tls_session.hpp"
 
 namespace warren::test {
 
@@ -33,12 +35,15 @@ inline std::uint16_t broker_port() {
 
 class EnginePump {
  public:
-  explicit EnginePump(engine::ConnectionOptions options)
-      : conn(std::move(options), std::chrono::steady_clock::now()), buffer_(64 * 1024) {
+  // Over TLS when `tls` is given (to RMQ_TLS_PORT): the engine's bytes pass through a
+  // TlsSession both ways.
+  explicit EnginePump(engine::ConnectionOptions options, std::optional<tls::TlsSession> tls = std::nullopt,
+                      std::uint16_t port = 0)
+      : conn(std::move(options), std::chrono::steady_clock::now()), tls_(std::move(tls)), buffer_(64 * 1024) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_port = htons(broker_port());
+    addr.sin_port = htons(port ? port : broker_port());
     ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
       throw std::runtime_error("connect to the test broker failed");
@@ -49,6 +54,7 @@ class EnginePump {
 
   engine::Connection conn;
   std::deque<std::string> events;
+  std::optional<Error> tls_error;  // the TLS session's refusal, if any
   std::function<void(const engine::Event&)> on_event;  // sees each event while its views are valid
 
   engine::Instant now() const { return std::chrono::steady_clock::now(); }
@@ -69,8 +75,22 @@ class EnginePump {
       pollfd p{fd_, POLLIN, 0};
       if (::poll(&p, 1, wait_ms) > 0) {
         ssize_t n = ::recv(fd_, buffer_.data(), buffer_.size(), 0);
-        if (n > 0) conn.handle_bytes(std::span(buffer_.data(), static_cast<std::size_t>(n)), now());
-        else conn.handle_eof(now());
+        if (n <= 0) {
+          conn.handle_eof(now());
+        } else if (!tls_) {
+          conn.handle_bytes(std::span(buffer_.data(), static_cast<std::size_t>(n)), now());
+        } else {
+          auto r = tls_->handle_ciphertext(std::span(buffer_.data(), static_cast<std::size_t>(n)));
+          if (!r.ok()) {
+            tls_error = r.error();
+            conn.handle_eof(now());
+          } else if (!tls_->plaintext().empty()) {
+            // The engine views these bytes until its events are drained: keep them until then.
+            plain_.assign(tls_->plaintext().begin(), tls_->plaintext().end());
+            tls_->take_plaintext();
+            conn.handle_bytes(plain_, now());
+          }
+        }
       }
       conn.handle_timeout(now());
     }
@@ -99,6 +119,17 @@ class EnginePump {
     }
   }
   void write() {
+    if (tls_) {
+      for (auto part : conn.pending_output()) (void)tls_->write_plaintext(part);
+      conn.consume_output(conn.pending_output_bytes());
+      drain();
+      auto out = tls_->pending_ciphertext();
+      if (!out.empty()) {
+        ssize_t n = ::send(fd_, out.data(), out.size(), MSG_NOSIGNAL);
+        if (n > 0) tls_->consume_ciphertext(static_cast<std::size_t>(n));
+      }
+      return;
+    }
     while (conn.pending_output_bytes()) {
       auto view = conn.pending_output();
       iovec iov[wire::OutputView::max_parts];
@@ -112,7 +143,9 @@ class EnginePump {
   }
 
   int fd_ = -1;
+  std::optional<tls::TlsSession> tls_;
   std::vector<std::byte> buffer_;
+  std::vector<std::byte> plain_;
 };
 
 }  // namespace warren::test
