@@ -1,0 +1,110 @@
+// A connection on an event loop: the engine driven through a Driver. Callback-first and
+// loop-agnostic; one connection belongs to one loop thread (hand work in with Driver::post).
+// A callback never runs inside an engine call: events are polled, then dispatched, and a
+// callback may publish, ack or close. A message's views are valid during its callback.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "warren/client/driver.hpp"
+#include "warren/client/url.hpp"
+#include "warren/engine/connection.hpp"
+
+namespace warren::client {
+
+struct ClientOptions {
+  engine::ConnectionOptions engine;  // user, password, vhost and the URL's parameters override
+  engine::Duration connect_timeout{10000};  // the whole dial of one host; the URL's connection_timeout wins
+  std::string ca_pem;           // amqps: trusted CAs (PEM text); empty: the system store
+  std::string client_cert_pem;  // amqps: for EXTERNAL
+  std::string client_key_pem;
+};
+
+class Connection : public std::enable_shared_from_this<Connection>, private StreamEvents {
+ public:
+  using Done = std::function<void(const Error* error)>;  // nullptr: it worked
+  using Answer = std::function<void(const Error* error, const wire::Method* reply)>;
+  using Settled = std::function<void(engine::PublishOutcome outcome, const Error& cause)>;
+  using OnMessage = std::function<void(const engine::Message& message)>;
+
+  // Dials the URL's hosts in turn; `on_ready` runs once, when the handshake is done or every
+  // host failed (with the last host's error).
+  [[nodiscard]] static std::shared_ptr<Connection> connect(Driver& driver, const ConnectionUrl& url,
+                                                           ClientOptions options, Done on_ready);
+  ~Connection() override;
+
+  std::function<void(const Error& cause)> on_closed;  // once, after on_ready succeeded
+  std::function<void(std::string_view reason)> on_blocked;
+  std::function<void()> on_unblocked;
+
+  void open_channel(std::function<void(const Error*, engine::ChannelId)> done);
+  void close_channel(engine::ChannelId channel, Answer done);
+  void exchange_declare(engine::ChannelId channel, const wire::ExchangeDeclare& m, Answer done);
+  void exchange_delete(engine::ChannelId channel, const wire::ExchangeDelete& m, Answer done);
+  void queue_declare(engine::ChannelId channel, const wire::QueueDeclare& m, Answer done);
+  void queue_bind(engine::ChannelId channel, const wire::QueueBind& m, Answer done);
+  void queue_delete(engine::ChannelId channel, const wire::QueueDelete& m, Answer done);
+  void basic_qos(engine::ChannelId channel, const wire::BasicQos& m, Answer done);
+  void confirm_select(engine::ChannelId channel, Answer done);
+  // In confirm mode `done` reports the broker's outcome; otherwise, that it was written.
+  void publish(engine::ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
+               std::span<const std::byte> body, Settled done);
+  // `on_message` runs for each delivery; `done` once consume-ok (or the failure) is in.
+  void consume(engine::ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
+               OnMessage on_message, Answer done);
+  [[nodiscard]] Result<void> ack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple = false);
+  void close(Done done);
+
+  [[nodiscard]] bool is_open() const noexcept { return engine_ && engine_->is_open(); }
+  [[nodiscard]] const Endpoint& endpoint() const { return url_.endpoints[endpoint_index_]; }
+
+ private:
+  Connection(Driver& driver, ConnectionUrl url, ClientOptions options, Done on_ready);
+  void dial_next();
+  void pump();   // poll and dispatch events, write, re-arm the timer
+  void flush();  // write what is pending, if no write is in flight
+  void dispatch(const engine::Event& e);
+  void later(std::function<void()> fn);  // a callback that must not run inside the caller's call
+  template <class Verb>
+  void request(Verb verb, Answer done);
+
+  // StreamEvents
+  void on_connected() override;
+  void on_bytes(std::span<const std::byte> bytes) override;
+  void on_written(std::size_t bytes) override;
+  void on_stream_error(Error cause) override;
+
+  Driver& driver_;
+  ConnectionUrl url_;
+  ClientOptions options_;
+  Done on_ready_;
+  std::size_t endpoint_index_ = 0;
+  std::optional<Error> last_dial_error_;
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<Timer> timer_;
+  std::optional<engine::Connection> engine_;
+  bool dispatching_ = false;
+  std::size_t write_in_flight_ = 0;  // bytes of the write in flight, 0 when none
+  bool reading_ = true;
+  bool ready_reported_ = false;
+  bool closed_reported_ = false;
+  Done on_close_done_;
+
+  std::unordered_map<engine::RequestId, Answer> answers_;
+  std::unordered_map<engine::ChannelId, std::function<void(const Error*, engine::ChannelId)>> opening_;
+  std::map<std::pair<engine::ChannelId, engine::PublishId>, Settled> publishes_;
+  struct Subscription {
+    engine::ChannelId channel;
+    std::string tag;
+    OnMessage on_message;
+  };
+  std::vector<Subscription> consumers_;  // few per connection: a linear search beats a map
+};
+
+}  // namespace warren::client

@@ -1,0 +1,59 @@
+// What client/ needs from an event loop, and nothing more: open a byte stream to an endpoint,
+// write and read it, arm a timer, run a function on the loop. The libuv and Asio transports
+// implement it; tests implement it with a fake and a virtual clock. Everything here is called
+// on the loop's thread, except Driver::post, which any thread may call.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "warren/client/url.hpp"
+#include "warren/engine/types.hpp"
+#include "warren/error.hpp"
+#include "warren/tls/tls_session.hpp"
+
+namespace warren::client {
+
+// What a stream reports, on the loop's thread.
+class StreamEvents {
+ public:
+  virtual ~StreamEvents() = default;
+  virtual void on_connected() = 0;  // TCP connected and, for amqps, TLS verified
+  virtual void on_bytes(std::span<const std::byte> bytes) = 0;  // plaintext; valid during the call
+  virtual void on_written(std::size_t bytes) = 0;  // the last write() completed
+  virtual void on_stream_error(Error cause) = 0;   // dial failed, reset, EOF: no more calls after it
+};
+
+// One connection's byte stream (TCP, or TLS over TCP).
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  // One gathered write; at most one in flight. The spans stay valid until on_written.
+  virtual void write(std::span<const std::span<const std::byte>> parts) = 0;
+  virtual void set_reading(bool reading) = 0;
+  virtual void close() = 0;  // no events after this
+};
+
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual void arm(engine::Instant at) = 0;  // replaces an earlier arm
+  virtual void cancel() = 0;
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  [[nodiscard]] virtual engine::Instant now() = 0;
+  // Resolves and connects within `timeout` (the whole dial), then TLS when `tls` is given.
+  [[nodiscard]] virtual std::unique_ptr<Stream> dial(const Endpoint& endpoint, engine::Duration timeout,
+                                                     std::optional<tls::TlsOptions> tls, StreamEvents& events) = 0;
+  // A timer that does not keep the loop alive: a program whose work is done exits.
+  [[nodiscard]] virtual std::unique_ptr<Timer> timer(std::function<void()> on_fire) = 0;
+  // Runs `fn` on the loop's thread; safe to call from any thread.
+  virtual void post(std::function<void()> fn) = 0;
+};
+
+}  // namespace warren::client

@@ -1,0 +1,301 @@
+#include "warren/client/connection.hpp"
+
+#include <algorithm>
+
+namespace warren::client {
+
+using engine::ChannelId;
+
+std::shared_ptr<Connection> Connection::connect(Driver& driver, const ConnectionUrl& url, ClientOptions options,
+                                                Done on_ready) {
+  std::shared_ptr<Connection> c(new Connection(driver, url, std::move(options), std::move(on_ready)));
+  c->dial_next();
+  return c;
+}
+
+Connection::Connection(Driver& driver, ConnectionUrl url, ClientOptions options, Done on_ready)
+    : driver_(driver), url_(std::move(url)), options_(std::move(options)), on_ready_(std::move(on_ready)) {
+  options_.engine = url_.apply(std::move(options_.engine));
+  if (url_.connection_timeout) options_.connect_timeout = *url_.connection_timeout;
+}
+
+Connection::~Connection() {
+  if (stream_) stream_->close();
+}
+
+void Connection::later(std::function<void()> fn) {
+  std::weak_ptr<Connection> self = weak_from_this();
+  driver_.post([self, fn = std::move(fn)] {
+    if (auto keep = self.lock()) fn();
+  });
+}
+
+// ---- dialling, host by host
+
+void Connection::dial_next() {
+  if (endpoint_index_ >= url_.endpoints.size()) {
+    Error e = last_dial_error_ ? *last_dial_error_ : make_error(errc::connection_lost, "no host to dial");
+    ready_reported_ = true;
+    if (on_ready_) on_ready_(&e);
+    return;
+  }
+  std::optional<tls::TlsOptions> tls;
+  if (url_.tls) {
+    tls::TlsOptions t;
+    t.server_name = url_.server_name_indication.value_or(url_.endpoints[endpoint_index_].host);
+    t.ca_pem = options_.ca_pem;
+    t.client_cert_pem = options_.client_cert_pem;
+    t.client_key_pem = options_.client_key_pem;
+    tls = std::move(t);
+  }
+  stream_ = driver_.dial(url_.endpoints[endpoint_index_], options_.connect_timeout, std::move(tls), *this);
+}
+
+void Connection::on_connected() {
+  engine_.emplace(options_.engine, driver_.now());
+  std::weak_ptr<Connection> self = weak_from_this();
+  timer_ = driver_.timer([self] {
+    if (auto c = self.lock()) {
+      if (!c->engine_) return;
+      c->engine_->handle_timeout(c->driver_.now());
+      c->pump();
+    }
+  });
+  pump();
+}
+
+void Connection::on_stream_error(Error cause) {
+  stream_.reset();
+  if (!ready_reported_ && (!engine_ || !engine_->error())) {
+    // This host failed before the handshake finished, and not by refusing us: try the next.
+    last_dial_error_ = std::move(cause);
+    engine_.reset();
+    timer_.reset();
+    ++endpoint_index_;
+    dial_next();
+    return;
+  }
+  if (!engine_) return;
+  engine_->handle_eof(driver_.now());
+  pump();
+}
+
+void Connection::on_bytes(std::span<const std::byte> bytes) {
+  if (!engine_) return;
+  engine_->handle_bytes(bytes, driver_.now());
+  pump();  // drains every event: the bytes are not used after this returns
+}
+
+void Connection::on_written(std::size_t bytes) {
+  if (!engine_) return;
+  write_in_flight_ = 0;
+  engine_->consume_output(bytes);
+  pump();
+}
+
+// ---- the loop
+
+void Connection::flush() {
+  if (!engine_ || !stream_ || write_in_flight_ != 0) return;
+  auto view = engine_->pending_output();
+  if (view.bytes == 0) return;
+  write_in_flight_ = view.bytes;
+  stream_->write(std::span(view.parts.data(), view.count));
+}
+
+void Connection::pump() {
+  if (!engine_) return;
+  if (dispatching_) {  // a callback's command: write, and let the outer loop poll
+    flush();
+    return;
+  }
+  auto keep = shared_from_this();  // a callback may drop the last reference
+  dispatching_ = true;
+  while (auto e = engine_->poll_event()) dispatch(*e);
+  dispatching_ = false;
+  flush();
+  if (stream_ && engine_->wants_input() != reading_) {
+    reading_ = engine_->wants_input();
+    stream_->set_reading(reading_);
+  }
+  if (timer_) {
+    if (auto t = engine_->poll_timeout()) timer_->arm(*t);
+    else timer_->cancel();
+  }
+  if (engine_->finished() && stream_ && write_in_flight_ == 0) {
+    stream_->close();
+    stream_.reset();
+    timer_.reset();
+  }
+}
+
+void Connection::dispatch(const engine::Event& event) {
+  std::visit(
+      [&](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, engine::Connected>) {
+          ready_reported_ = true;
+          if (on_ready_) on_ready_(nullptr);
+        } else if constexpr (std::is_same_v<E, engine::Closed>) {
+          if (!ready_reported_) {
+            ready_reported_ = true;
+            if (on_ready_) on_ready_(&e.cause);
+          } else if (!closed_reported_) {
+            closed_reported_ = true;
+            if (on_close_done_) {
+              auto done = std::move(on_close_done_);
+              done(e.cause.reply_code == 200 ? nullptr : &e.cause);
+            }
+            if (on_closed) on_closed(e.cause);
+          }
+        } else if constexpr (std::is_same_v<E, engine::Blocked>) {
+          if (on_blocked) on_blocked(e.reason);
+        } else if constexpr (std::is_same_v<E, engine::Unblocked>) {
+          if (on_unblocked) on_unblocked();
+        } else if constexpr (std::is_same_v<E, engine::ChannelOpened>) {
+          if (auto it = opening_.find(e.channel); it != opening_.end()) {
+            auto done = std::move(it->second);
+            opening_.erase(it);
+            done(nullptr, e.channel);
+          }
+        } else if constexpr (std::is_same_v<E, engine::ChannelClosed>) {
+          if (auto it = opening_.find(e.channel); it != opening_.end()) {
+            auto done = std::move(it->second);
+            opening_.erase(it);
+            done(&e.cause, e.channel);
+          }
+          std::erase_if(consumers_, [&](const Subscription& s) { return s.channel == e.channel; });
+        } else if constexpr (std::is_same_v<E, engine::RequestDone>) {
+          if (auto it = answers_.find(e.request); it != answers_.end()) {
+            auto done = std::move(it->second);
+            answers_.erase(it);
+            done(nullptr, &e.reply);
+          }
+        } else if constexpr (std::is_same_v<E, engine::RequestFailed>) {
+          if (auto it = answers_.find(e.request); it != answers_.end()) {
+            auto done = std::move(it->second);
+            answers_.erase(it);
+            done(&e.cause, nullptr);
+          }
+        } else if constexpr (std::is_same_v<E, engine::PublishDone>) {
+          auto first = publishes_.lower_bound({e.channel, e.first});
+          auto last = publishes_.upper_bound({e.channel, e.last});
+          std::vector<Settled> settled;
+          for (auto it = first; it != last; ++it) settled.push_back(std::move(it->second));
+          publishes_.erase(first, last);
+          for (auto& done : settled)
+            if (done) done(e.outcome, e.cause);
+        } else if constexpr (std::is_same_v<E, engine::Delivery>) {
+          for (auto& s : consumers_)
+            if (s.channel == e.message.channel && s.tag == e.message.consumer_tag) {
+              s.on_message(e.message);
+              break;
+            }
+        } else if constexpr (std::is_same_v<E, engine::ConsumerCancelled>) {
+          std::erase_if(consumers_, [&](const Subscription& s) {
+            return s.channel == e.channel && s.tag == e.consumer_tag;
+          });
+        }
+      },
+      event);
+}
+
+// ---- commands
+
+template <class Verb>
+void Connection::request(Verb verb, Answer done) {
+  Result<engine::RequestId> r = engine_ ? verb(*engine_) : Result<engine::RequestId>(make_error(errc::connection_closed, "not connected"));
+  if (!r.ok()) {
+    later([done = std::move(done), e = r.error()] { done(&e, nullptr); });
+    return;
+  }
+  if (*r == 0) {  // no_wait: nothing will answer
+    later([done = std::move(done)] { done(nullptr, nullptr); });
+  } else {
+    answers_.emplace(*r, std::move(done));
+  }
+  pump();
+}
+
+void Connection::open_channel(std::function<void(const Error*, ChannelId)> done) {
+  auto r = engine_ ? engine_->open_channel(driver_.now()) : Result<ChannelId>(make_error(errc::connection_closed, "not connected"));
+  if (!r.ok()) {
+    later([done = std::move(done), e = r.error()] { done(&e, 0); });
+    return;
+  }
+  opening_.emplace(*r, std::move(done));
+  pump();
+}
+
+void Connection::close_channel(ChannelId channel, Answer done) {
+  request([&](engine::Connection& c) { return c.close_channel(channel, driver_.now()); }, std::move(done));
+}
+void Connection::exchange_declare(ChannelId channel, const wire::ExchangeDeclare& m, Answer done) {
+  request([&](engine::Connection& c) { return c.exchange_declare(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::exchange_delete(ChannelId channel, const wire::ExchangeDelete& m, Answer done) {
+  request([&](engine::Connection& c) { return c.exchange_delete(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::queue_declare(ChannelId channel, const wire::QueueDeclare& m, Answer done) {
+  request([&](engine::Connection& c) { return c.queue_declare(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::queue_bind(ChannelId channel, const wire::QueueBind& m, Answer done) {
+  request([&](engine::Connection& c) { return c.queue_bind(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::queue_delete(ChannelId channel, const wire::QueueDelete& m, Answer done) {
+  request([&](engine::Connection& c) { return c.queue_delete(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::basic_qos(ChannelId channel, const wire::BasicQos& m, Answer done) {
+  request([&](engine::Connection& c) { return c.basic_qos(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::confirm_select(ChannelId channel, Answer done) {
+  request([&](engine::Connection& c) { return c.confirm_select(channel, driver_.now()); }, std::move(done));
+}
+
+void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
+                         OnMessage on_message, Answer done) {
+  // The consumer is registered when consume-ok names its tag (or now, for a chosen tag).
+  auto handler = std::make_shared<OnMessage>(std::move(on_message));
+  request([&](engine::Connection& c) { return c.basic_consume(channel, m, prefetch, driver_.now()); },
+          [this, channel, handler, done = std::move(done)](const Error* e, const wire::Method* reply) {
+            if (!e && reply)
+              if (const auto* ok = std::get_if<wire::BasicConsumeOk>(reply))
+                consumers_.push_back(Subscription{channel, std::string(ok->consumer_tag), std::move(*handler)});
+            done(e, reply);
+          });
+}
+
+void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
+                         std::span<const std::byte> body, Settled done) {
+  auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now())
+                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
+  if (!r.ok()) {
+    later([done = std::move(done), e = r.error()] { done(engine::PublishOutcome::failed, e); });
+    return;
+  }
+  publishes_.emplace(std::pair{channel, *r}, std::move(done));
+  pump();
+}
+
+Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
+  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  auto r = engine_->ack(channel, delivery_tag, multiple);
+  if (r.ok()) pump();
+  return r;
+}
+
+void Connection::close(Done done) {
+  if (!engine_) {
+    later([done = std::move(done)] { done(nullptr); });
+    return;
+  }
+  auto r = engine_->close(driver_.now());
+  if (!r.ok()) {
+    later([done = std::move(done), e = r.error()] { done(&e); });
+    return;
+  }
+  on_close_done_ = std::move(done);
+  pump();
+}
+
+}  // namespace warren::client
