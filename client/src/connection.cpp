@@ -165,13 +165,22 @@ void Connection::dispatch(const engine::Event& event) {
             done(&e.cause, e.channel);
           }
           std::erase_if(consumers_, [&](const Subscription& s) { return s.channel == e.channel; });
+        } else if constexpr (std::is_same_v<E, engine::GetOk>) {
+          answers_.erase(e.request);
+          if (auto it = gets_.find(e.request); it != gets_.end()) {
+            auto done = std::move(it->second);
+            gets_.erase(it);
+            done(nullptr, &e.message);
+          }
         } else if constexpr (std::is_same_v<E, engine::RequestDone>) {
+          gets_.erase(e.request);
           if (auto it = answers_.find(e.request); it != answers_.end()) {
             auto done = std::move(it->second);
             answers_.erase(it);
             done(nullptr, &e.reply);
           }
         } else if constexpr (std::is_same_v<E, engine::RequestFailed>) {
+          gets_.erase(e.request);
           if (auto it = answers_.find(e.request); it != answers_.end()) {
             auto done = std::move(it->second);
             answers_.erase(it);
@@ -245,6 +254,35 @@ void Connection::queue_bind(ChannelId channel, const wire::QueueBind& m, Answer 
 void Connection::queue_delete(ChannelId channel, const wire::QueueDelete& m, Answer done) {
   request([&](engine::Connection& c) { return c.queue_delete(channel, m, driver_.now()); }, std::move(done));
 }
+void Connection::queue_unbind(ChannelId channel, const wire::QueueUnbind& m, Answer done) {
+  request([&](engine::Connection& c) { return c.queue_unbind(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::queue_purge(ChannelId channel, const wire::QueuePurge& m, Answer done) {
+  request([&](engine::Connection& c) { return c.queue_purge(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::exchange_bind(ChannelId channel, const wire::ExchangeBind& m, Answer done) {
+  request([&](engine::Connection& c) { return c.exchange_bind(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::exchange_unbind(ChannelId channel, const wire::ExchangeUnbind& m, Answer done) {
+  request([&](engine::Connection& c) { return c.exchange_unbind(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::cancel(ChannelId channel, std::string_view consumer_tag, Answer done) {
+  request([&](engine::Connection& c) { return c.basic_cancel(channel, consumer_tag, driver_.now()); }, std::move(done));
+}
+void Connection::get(ChannelId channel, const wire::BasicGet& m,
+                     std::function<void(const Error*, const engine::Message*)> done) {
+  // get-empty comes back as an answer; get-ok as a GetOk event with the message.
+  auto shared = std::make_shared<std::function<void(const Error*, const engine::Message*)>>(std::move(done));
+  request([&](engine::Connection& c) {
+            auto r = c.basic_get(channel, m, driver_.now());
+            if (r.ok()) gets_.emplace(*r, [shared](const Error* e, const engine::Message* msg) { (*shared)(e, msg); });
+            return r;
+          },
+          [shared](const Error* e, const wire::Method*) {
+            // Reached only for get-empty or a failure: a message settles through gets_.
+            (*shared)(e, nullptr);
+          });
+}
 void Connection::basic_qos(ChannelId channel, const wire::BasicQos& m, Answer done) {
   request([&](engine::Connection& c) { return c.basic_qos(channel, m, driver_.now()); }, std::move(done));
 }
@@ -280,6 +318,20 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
 Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
   if (!engine_) return make_error(errc::connection_closed, "not connected");
   auto r = engine_->ack(channel, delivery_tag, multiple);
+  if (r.ok()) pump();
+  return r;
+}
+
+Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
+  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  auto r = engine_->nack(channel, delivery_tag, multiple, requeue);
+  if (r.ok()) pump();
+  return r;
+}
+
+Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
+  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  auto r = engine_->reject(channel, delivery_tag, requeue);
   if (r.ok()) pump();
   return r;
 }

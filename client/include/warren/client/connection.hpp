@@ -50,7 +50,15 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void queue_declare(engine::ChannelId channel, const wire::QueueDeclare& m, Answer done);
   void queue_bind(engine::ChannelId channel, const wire::QueueBind& m, Answer done);
   void queue_delete(engine::ChannelId channel, const wire::QueueDelete& m, Answer done);
+  void queue_unbind(engine::ChannelId channel, const wire::QueueUnbind& m, Answer done);
+  void queue_purge(engine::ChannelId channel, const wire::QueuePurge& m, Answer done);
+  void exchange_bind(engine::ChannelId channel, const wire::ExchangeBind& m, Answer done);
+  void exchange_unbind(engine::ChannelId channel, const wire::ExchangeUnbind& m, Answer done);
   void basic_qos(engine::ChannelId channel, const wire::BasicQos& m, Answer done);
+  void cancel(engine::ChannelId channel, std::string_view consumer_tag, Answer done);
+  // basic.get: `done` gets the message, or nullptr when the queue was empty.
+  void get(engine::ChannelId channel, const wire::BasicGet& m,
+           std::function<void(const Error* error, const engine::Message* message)> done);
   void confirm_select(engine::ChannelId channel, Answer done);
   // In confirm mode `done` reports the broker's outcome; otherwise, that it was written.
   void publish(engine::ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
@@ -59,6 +67,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void consume(engine::ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
                OnMessage on_message, Answer done);
   [[nodiscard]] Result<void> ack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple = false);
+  [[nodiscard]] Result<void> nack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue);
+  [[nodiscard]] Result<void> reject(engine::ChannelId channel, std::uint64_t delivery_tag, bool requeue);
   void close(Done done);
 
   [[nodiscard]] bool is_open() const noexcept { return engine_ && engine_->is_open(); }
@@ -97,6 +107,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   Done on_close_done_;
 
   std::unordered_map<engine::RequestId, Answer> answers_;
+  std::unordered_map<engine::RequestId, std::function<void(const Error*, const engine::Message*)>> gets_;
   std::unordered_map<engine::ChannelId, std::function<void(const Error*, engine::ChannelId)>> opening_;
   std::map<std::pair<engine::ChannelId, engine::PublishId>, Settled> publishes_;
   struct Subscription {

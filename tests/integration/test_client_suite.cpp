@@ -1,0 +1,177 @@
+// The client suite against the real broker, run on each driver: every declare/bind/delete,
+// get with ack/nack/reject, confirms with nack and return, a 5 MiB body, direct reply-to, a
+// channel error that closes only its channel, a connection error with its cause, and a memory
+// alarm that makes a publish wait until it is lifted.
+#include "client_fixture.hpp"
+
+namespace warren::test {
+namespace {
+
+using namespace warren::wire;
+
+TEST_P(ClientSuite, every_declare_bind_and_delete) {
+  auto ch = channel();
+  EXPECT_EQ(answer([&](auto done) { conn->exchange_declare(ch, ExchangeDeclare{"warren-suite-x", "topic"}, done); }),
+            "exchange.declare-ok()");
+  EXPECT_EQ(answer([&](auto done) { conn->exchange_declare(ch, ExchangeDeclare{"warren-suite-y", "fanout"}, done); }),
+            "exchange.declare-ok()");
+  EXPECT_EQ(answer([&](auto done) { conn->exchange_bind(ch, ExchangeBind{"warren-suite-y", "warren-suite-x", "a.#"}, done); }),
+            "exchange.bind-ok()");
+  auto q = declare(ch, QueueDeclare{"", false, false, true, true});
+  EXPECT_EQ(answer([&](auto done) { conn->queue_bind(ch, QueueBind{q, "warren-suite-y", ""}, done); }), "queue.bind-ok()");
+  // Routed x -> y -> q.
+  ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
+  EXPECT_EQ(confirm_publish(ch, BasicPublish{"warren-suite-x", "a.b"}, text("routed")), "confirmed");
+  EXPECT_EQ(answer([&](auto done) { conn->queue_purge(ch, QueuePurge{q}, done); }), "queue.purge-ok(message_count=1)");
+  EXPECT_EQ(answer([&](auto done) { conn->queue_unbind(ch, QueueUnbind{q, "warren-suite-y", ""}, done); }), "queue.unbind-ok()");
+  EXPECT_EQ(answer([&](auto done) { conn->exchange_unbind(ch, ExchangeUnbind{"warren-suite-y", "warren-suite-x", "a.#"}, done); }),
+            "exchange.unbind-ok()");
+  EXPECT_EQ(answer([&](auto done) { conn->exchange_delete(ch, ExchangeDelete{"warren-suite-y"}, done); }), "exchange.delete-ok()");
+  EXPECT_EQ(answer([&](auto done) { conn->exchange_delete(ch, ExchangeDelete{"warren-suite-x"}, done); }), "exchange.delete-ok()");
+  EXPECT_EQ(answer([&](auto done) { conn->queue_delete(ch, QueueDelete{q}, done); }), "queue.delete-ok(message_count=0)");
+}
+
+TEST_P(ClientSuite, get_with_ack_nack_and_reject) {
+  auto ch = channel();
+  auto q = declare(ch, QueueDeclare{"", false, false, true, true});
+  ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
+  for (const char* body : {"one", "two"}) ASSERT_EQ(confirm_publish(ch, BasicPublish{"", q}, text(body)), "confirmed");
+  auto get = [&]() {
+    std::optional<std::string> got;
+    std::uint64_t tag = 0;
+    conn->get(ch, BasicGet{q, false}, [&](const Error* e, const engine::Message* m) {
+      got = e ? e->to_string() : m ? text_of(m->body) + (m->redelivered ? " (redelivered)" : "") : "empty";
+      if (m) tag = m->delivery_tag;
+    });
+    loop.run_until([&] { return got.has_value(); });
+    return std::pair{got.value_or("<no answer>"), tag};
+  };
+  auto [first, t1] = get();
+  EXPECT_EQ(first, "one");
+  ASSERT_TRUE(conn->nack(ch, t1, false, true).ok());  // back to the head of the queue
+  auto [again, t2] = get();
+  EXPECT_EQ(again, "one (redelivered)");
+  ASSERT_TRUE(conn->reject(ch, t2, false).ok());  // dropped
+  auto [second, t3] = get();
+  EXPECT_EQ(second, "two");
+  ASSERT_TRUE(conn->ack(ch, t3).ok());
+  EXPECT_EQ(get().first, "empty");
+}
+
+TEST_P(ClientSuite, confirms_report_nacks_and_returns) {
+  auto ch = channel();
+  FieldTable args;
+  args.set("x-max-length", std::int32_t{1}).set("x-overflow", std::string("reject-publish"));
+  auto q = declare(ch, QueueDeclare{"", false, false, true, true, false, args});
+  ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
+  EXPECT_EQ(confirm_publish(ch, BasicPublish{"", q}, text("fits")), "confirmed");
+  EXPECT_EQ(confirm_publish(ch, BasicPublish{"", q}, text("overflows")),
+            "nacked precondition failed: the broker nacked the message");
+  EXPECT_EQ(confirm_publish(ch, BasicPublish{"amq.direct", "nobody-binds-this", true, false}, text("lost")),
+            "returned not found (312): NO_ROUTE");
+}
+
+TEST_P(ClientSuite, a_5_mib_body_crosses_many_frames) {
+  auto ch = channel();
+  auto q = declare(ch, QueueDeclare{"", false, false, true, true});
+  ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
+  std::string big(5 * 1024 * 1024, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 31) ^ (i >> 9));
+  EXPECT_EQ(confirm_publish(ch, BasicPublish{"", q}, text(big), {}, 30s), "confirmed");
+  std::optional<bool> same;
+  conn->get(ch, BasicGet{q, true}, [&](const Error* e, const engine::Message* m) { same = !e && m && text_of(m->body) == big; });
+  ASSERT_TRUE(loop.run_until([&] { return same.has_value(); }, 30s));
+  EXPECT_TRUE(*same);
+}
+
+TEST_P(ClientSuite, direct_reply_to_round_trip) {
+  auto server_ch = channel();
+  auto client_ch = channel();
+  auto requests = declare(server_ch, QueueDeclare{"", false, false, true, true});
+  // The server answers each request on the queue its reply_to names, with the correlation id.
+  std::string server_error;
+  ASSERT_EQ(answer([&](auto done) {
+              conn->consume(server_ch, BasicConsume{requests, "", false, true}, std::nullopt,
+                            [&](const engine::Message& m) {
+                              BasicProperties reply;
+                              reply.correlation_id = m.properties->correlation_id;
+                              std::string upper = text_of(m.body);
+                              for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+                              conn->publish(server_ch, BasicPublish{"", *m.properties->reply_to}, reply, text(upper),
+                                            [](engine::PublishOutcome, const Error&) {});
+                            },
+                            done);
+            }).rfind("basic.consume-ok(", 0),
+            0u);
+  std::optional<std::string> reply;
+  ASSERT_EQ(answer([&](auto done) {
+              conn->consume(client_ch, BasicConsume{"amq.rabbitmq.reply-to", "", false, true}, std::nullopt,
+                            [&](const engine::Message& m) {
+                              reply = text_of(m.body) + " #" + std::string(m.properties->correlation_id.value_or(""));
+                            },
+                            done);
+            }).rfind("basic.consume-ok(", 0),
+            0u);
+  BasicProperties request;
+  request.reply_to = "amq.rabbitmq.reply-to";
+  request.correlation_id = "call-1";
+  conn->publish(client_ch, BasicPublish{"", requests}, request, text("hello rpc"), [](engine::PublishOutcome, const Error&) {});
+  ASSERT_TRUE(loop.run_until([&] { return reply.has_value(); }));
+  EXPECT_EQ(*reply, "HELLO RPC #call-1");
+}
+
+TEST_P(ClientSuite, a_channel_error_closes_only_its_channel) {
+  auto ch = channel();
+  // A named, non-exclusive queue: a server-named amq.gen- queue cannot be redeclared at all
+  // (403), and an exclusive one is not compared on durable.
+  auto q = declare(ch, QueueDeclare{"warren-suite-406", false, false, false, true});
+  // Redeclaring with other properties: 406, and only this channel closes.
+  auto redeclared = answer([&](auto done) { conn->queue_declare(ch, QueueDeclare{q, false, true, false, true}, done); });
+  EXPECT_EQ(redeclared.rfind("precondition failed (406): PRECONDITION_FAILED - inequivalent arg 'durable'", 0), 0u)
+      << redeclared;
+  EXPECT_TRUE(conn->is_open());
+  auto other = channel();
+  EXPECT_EQ(answer([&](auto done) { conn->queue_declare(other, QueueDeclare{q, true}, done); }).rfind("queue.declare-ok(", 0), 0u);
+  EXPECT_EQ(answer([&](auto done) { conn->queue_delete(other, QueueDelete{q}, done); }), "queue.delete-ok(message_count=0)");
+}
+
+TEST_P(ClientSuite, a_connection_error_closes_the_connection_with_its_cause) {
+  auto ch = channel();
+  std::optional<Error> cause;
+  conn->on_closed = [&](const Error& e) { cause = e; };
+  // RabbitMQ refuses immediate=true with 540 NOT_IMPLEMENTED, a connection error.
+  conn->publish(ch, BasicPublish{"", "anything", false, true}, {}, text("x"), [](engine::PublishOutcome, const Error&) {});
+  ASSERT_TRUE(loop.run_until([&] { return cause.has_value(); }));
+  EXPECT_EQ(cause->reply_code, 540);
+  EXPECT_NE(cause->detail.find("NOT_IMPLEMENTED"), std::string::npos) << cause->to_string();
+  EXPECT_FALSE(conn->is_open());
+}
+
+TEST_P(ClientSuite, a_memory_alarm_makes_a_publish_wait_until_it_is_lifted) {
+  auto ch = channel();
+  auto q = declare(ch, QueueDeclare{"", false, false, true, true});
+  ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
+  bool blocked = false, unblocked = false;
+  conn->on_blocked = [&](std::string_view) { blocked = true; };
+  conn->on_unblocked = [&] { unblocked = true; };
+  struct Restore {
+    ~Restore() { rabbitmqctl("set_vm_memory_high_watermark 0.4"); }
+  } restore;
+  rabbitmqctl("set_vm_memory_high_watermark 0");
+  int confirmed = 0;
+  auto count = [&](engine::PublishOutcome o, const Error&) { confirmed += o == engine::PublishOutcome::confirmed; };
+  // connection.blocked reaches a connection when it next publishes.
+  conn->publish(ch, BasicPublish{"", q}, {}, text("first"), count);
+  ASSERT_TRUE(loop.run_until([&] { return blocked; }));
+  conn->publish(ch, BasicPublish{"", q}, {}, text("waits"), count);
+  loop.run_until([] { return false; }, 1s);
+  EXPECT_EQ(confirmed, 0);
+  rabbitmqctl("set_vm_memory_high_watermark 0.4");
+  ASSERT_TRUE(loop.run_until([&] { return confirmed == 2; }));
+  EXPECT_TRUE(unblocked);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, ClientSuite, ::testing::Values(DriverKind::uv), driver_name);
+
+}  // namespace
+}  // namespace warren::test
