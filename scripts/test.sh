@@ -107,7 +107,8 @@ else
   echo "test.sh: the test broker did not start; the broker suites will fail" >&2
 fi
 meson_suites build-ci codec property pika engine client tls broker
-step "demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
+step "codec demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
+step "demo against the broker" build-ci/tools/warren-demo --url "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" --count 5000 --rpc 100
 
 echo
 if ((failed > 0)); then printf 'failed: %s\n' "${failures[@]}"; fi
