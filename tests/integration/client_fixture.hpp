@@ -17,6 +17,7 @@
 
 #include "warren/client/connection.hpp"
 #include "warren/engine/describe.hpp"
+#include "warren/asio/asio_driver.hpp"
 #include "warren/uv/uv_driver.hpp"
 
 namespace warren::test {
@@ -39,10 +40,11 @@ inline std::string rabbitmqctl(const std::string& args) {
   return out;
 }
 
-enum class DriverKind { uv };
+enum class DriverKind { uv, asio };
 inline std::string driver_name(const ::testing::TestParamInfo<DriverKind>& info) {
   switch (info.param) {
     case DriverKind::uv: return "libuv";
+    case DriverKind::asio: return "asio";
   }
   return "unknown";
 }
@@ -51,32 +53,57 @@ inline std::string driver_name(const ::testing::TestParamInfo<DriverKind>& info)
 class Loop {
  public:
   explicit Loop(DriverKind kind) : kind_(kind) {
-    uv_loop_init(&uv_loop_);
-    uv_driver_ = std::make_unique<uv::UvDriver>(&uv_loop_);
+    if (kind_ == DriverKind::uv) {
+      uv_loop_init(&uv_loop_);
+      uv_driver_ = std::make_unique<uv::UvDriver>(&uv_loop_);
+    } else {
+      asio_driver_ = std::make_unique<asio_driver::AsioDriver>(io_);
+    }
   }
   ~Loop() {
-    uv_driver_.reset();
-    uv_run(&uv_loop_, UV_RUN_DEFAULT);
-    uv_loop_close(&uv_loop_);
+    if (kind_ == DriverKind::uv) {
+      uv_driver_.reset();
+      uv_run(&uv_loop_, UV_RUN_DEFAULT);
+      uv_loop_close(&uv_loop_);
+    } else {
+      io_.restart();
+      io_.run();
+    }
   }
-  client::Driver& driver() { return *uv_driver_; }
+  client::Driver& driver() {
+    if (kind_ == DriverKind::uv) return *uv_driver_;
+    return *asio_driver_;
+  }
   bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
     const auto give_up = std::chrono::steady_clock::now() + limit;
     while (!done() && std::chrono::steady_clock::now() < give_up) {
-      uv_run(&uv_loop_, UV_RUN_NOWAIT);
-      if (!done()) pause();
+      if (kind_ == DriverKind::uv) {
+        uv_run(&uv_loop_, UV_RUN_NOWAIT);
+      } else {
+        io_.restart();
+        io_.poll();
+      }
+      // Polling without blocking; a short sleep keeps the CPU free for the broker.
+      if (!done()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     return done();
   }
+  // Runs the loop until nothing is left to do: what a finished program's main does.
+  void run_to_completion() {
+    if (kind_ == DriverKind::uv) {
+      uv_run(&uv_loop_, UV_RUN_DEFAULT);
+    } else {
+      io_.restart();
+      io_.run();
+    }
+  }
 
  private:
-  void pause() {
-    // UV_RUN_NOWAIT polls without blocking; a short sleep keeps the CPU free for the broker.
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
   DriverKind kind_;
   uv_loop_t uv_loop_;
   std::unique_ptr<uv::UvDriver> uv_driver_;
+  asio::io_context io_;
+  std::unique_ptr<asio_driver::AsioDriver> asio_driver_;
 };
 
 inline std::span<const std::byte> text(std::string_view s) { return std::as_bytes(std::span{s.data(), s.size()}); }

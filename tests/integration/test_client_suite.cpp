@@ -171,7 +171,38 @@ TEST_P(ClientSuite, a_memory_alarm_makes_a_publish_wait_until_it_is_lifted) {
   EXPECT_TRUE(unblocked);
 }
 
-INSTANTIATE_TEST_SUITE_P(Drivers, ClientSuite, ::testing::Values(DriverKind::uv), driver_name);
+TEST_P(ClientSuite, a_finished_program_returns_from_its_loop_without_waiting_out_the_heartbeat) {
+  auto c = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "?heartbeat=60");
+  int closed = 0;
+  c->close([&](const Error*) { ++closed; });
+  conn->close([&](const Error*) { ++closed; });  // the fixture's connection too: nothing is left open
+  const auto started = std::chrono::steady_clock::now();
+  loop.run_to_completion();
+  EXPECT_EQ(closed, 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+}
+
+TEST_P(ClientSuite, tls_verified_and_refused) {
+  std::ifstream f(env("RMQ_DIR") + "/tls/ca.pem");
+  std::stringstream ca;
+  ca << f.rdbuf();
+  client::ClientOptions options;
+  options.ca_pem = ca.str();
+  auto secure = connect("amqps://localhost:" + env("RMQ_TLS_PORT"), options);
+  EXPECT_TRUE(secure->is_open());
+  auto u = client::parse_url("amqps://127.0.0.1:" + env("RMQ_TLS_PORT") + "?server_name_indication=rabbit.example.com");
+  ASSERT_TRUE(u.ok());
+  std::optional<std::string> refused;
+  auto wrong = client::Connection::connect(loop.driver(), *u, options,
+                                           [&](const Error* e) { refused = e ? e->to_string() : "ok"; });
+  ASSERT_TRUE(loop.run_until([&] { return refused.has_value(); }));
+  EXPECT_EQ(*refused, "TLS handshake failed: certificate rejected: hostname mismatch");
+  bool closed = false;
+  secure->close([&](const Error*) { closed = true; });
+  loop.run_until([&] { return closed; });
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, ClientSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
 
 }  // namespace
 }  // namespace warren::test
