@@ -204,6 +204,7 @@ void Connection::dispatch(const engine::Event& event) {
           std::erase_if(consumers_, [&](const Subscription& s) {
             return s.channel == e.channel && s.tag == e.consumer_tag;
           });
+          if (on_consumer_cancelled) on_consumer_cancelled(e.channel, e.consumer_tag, e.by_broker);
         }
       },
       event);

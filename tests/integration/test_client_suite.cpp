@@ -171,6 +171,93 @@ TEST_P(ClientSuite, a_memory_alarm_makes_a_publish_wait_until_it_is_lifted) {
   EXPECT_TRUE(unblocked);
 }
 
+TEST_P(ClientSuite, a_subscription_without_prefetch_has_250_on_the_broker) {
+  auto ch = channel();
+  auto q = declare(ch, QueueDeclare{"", false, false, true, true});
+  auto ok = answer([&](auto done) { conn->consume(ch, BasicConsume{q, "suite-prefetch"}, std::nullopt, [](const engine::Message&) {}, done); });
+  ASSERT_EQ(ok, "basic.consume-ok(consumer_tag=\"suite-prefetch\")");
+  auto consumers = rabbitmqctl("list_consumers queue_name consumer_tag prefetch_count");
+  EXPECT_NE(consumers.find(q + "\tsuite-prefetch\t250"), std::string::npos) << consumers;
+}
+
+TEST_P(ClientSuite, cancel_hands_back_what_was_never_dispatched) {
+  auto ch = channel();
+  // Exclusive but not auto-delete: cancelling its only consumer must not delete it.
+  auto q = declare(ch, QueueDeclare{"", false, false, true, false});
+  ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
+  constexpr int total = 2000;
+  int confirmed = 0;
+  for (int i = 0; i < total; ++i)
+    conn->publish(ch, BasicPublish{"", q}, {}, text("m"), [&](engine::PublishOutcome o, const Error&) { confirmed += o == engine::PublishOutcome::confirmed; });
+  ASSERT_TRUE(loop.run_until([&] { return confirmed == total; }));
+  // Unlimited prefetch, and a cancel sent the moment consume-ok arrives: deliveries already on
+  // the wire race the cancel. Those never dispatched go back to the queue; those dispatched
+  // stay unacknowledged on the channel, as AMQP says.
+  int dispatched = 0;
+  std::optional<std::string> cancelled;
+  conn->consume(ch, BasicConsume{q, "racer"}, std::uint16_t{0}, [&](const engine::Message&) { ++dispatched; },
+                [&](const Error* e, const wire::Method*) {
+                  ASSERT_EQ(e, nullptr);
+                  conn->cancel(ch, "racer", [&](const Error* e, const wire::Method*) { cancelled = e ? e->to_string() : "ok"; });
+                });
+  ASSERT_TRUE(loop.run_until([&] { return cancelled.has_value(); }));
+  ASSERT_EQ(*cancelled, "ok");
+  const int at_cancel_ok = dispatched;
+  std::string counts;
+  const std::string expected = q + "\t" + std::to_string(total - dispatched) + "\t" + std::to_string(dispatched);
+  loop.run_until([&] {
+    counts = rabbitmqctl("list_queues name messages_ready messages_unacknowledged");
+    return counts.find(expected) != std::string::npos;
+  }, 5s);
+  EXPECT_NE(counts.find(expected), std::string::npos) << "dispatched " << dispatched << "\n" << counts;
+  EXPECT_EQ(dispatched, at_cancel_ok);  // nothing is dispatched after cancel-ok
+  EXPECT_LT(dispatched, total) << "the race did not happen: every message was dispatched before the cancel";
+}
+
+TEST_P(ClientSuite, the_broker_cancels_a_consumer_whose_queue_is_deleted) {
+  auto ch = channel();
+  auto q = declare(ch, QueueDeclare{"", false, false, true, false});
+  std::optional<std::string> seen;
+  conn->on_consumer_cancelled = [&](engine::ChannelId, std::string_view tag, bool by_broker) {
+    seen = std::string(tag) + (by_broker ? " by broker" : "");
+  };
+  ASSERT_EQ(answer([&](auto done) { conn->consume(ch, BasicConsume{q, "doomed"}, std::nullopt, [](const engine::Message&) {}, done); }),
+            "basic.consume-ok(consumer_tag=\"doomed\")");
+  auto other = channel();
+  EXPECT_EQ(answer([&](auto done) { conn->queue_delete(other, QueueDelete{q}, done); }), "queue.delete-ok(message_count=0)");
+  ASSERT_TRUE(loop.run_until([&] { return seen.has_value(); }));
+  EXPECT_EQ(*seen, "doomed by broker");
+}
+
+TEST_P(ClientSuite, a_wrong_password_is_refused_at_once) {
+  auto u = client::parse_url("amqp://guest:wrong@127.0.0.1:" + env("RMQ_PORT"));
+  ASSERT_TRUE(u.ok());
+  std::optional<Error> error;
+  bool done = false;
+  auto c = client::Connection::connect(loop.driver(), *u, {}, [&](const Error* e) {
+    if (e) error = *e;
+    done = true;
+  });
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(loop.run_until([&] { return done; }, 5s));
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, errc::access_refused);
+  EXPECT_EQ(error->reply_code, 403);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);  // not the broker's 3 s socket drop
+}
+
+TEST_P(ClientSuite, heartbeats_keep_an_idle_connection_alive_past_three_intervals) {
+  auto c = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "?heartbeat=1");
+  std::optional<std::string> closed;
+  c->on_closed = [&](const Error& e) { closed = e.to_string(); };
+  loop.run_until([] { return false; }, 3500ms);
+  EXPECT_FALSE(closed.has_value()) << *closed;
+  EXPECT_TRUE(c->is_open());
+  bool done = false;
+  c->close([&](const Error*) { done = true; });
+  loop.run_until([&] { return done; });
+}
+
 TEST_P(ClientSuite, a_finished_program_returns_from_its_loop_without_waiting_out_the_heartbeat) {
   auto c = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "?heartbeat=60");
   int closed = 0;

@@ -42,6 +42,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::function<void(const Error& cause)> on_closed;  // once, after on_ready succeeded
   std::function<void(std::string_view reason)> on_blocked;
   std::function<void()> on_unblocked;
+  // A subscription ended: our cancel was confirmed, or the broker cancelled it (by_broker).
+  std::function<void(engine::ChannelId channel, std::string_view consumer_tag, bool by_broker)> on_consumer_cancelled;
 
   void open_channel(std::function<void(const Error*, engine::ChannelId)> done);
   void close_channel(engine::ChannelId channel, Answer done);
