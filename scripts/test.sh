@@ -110,6 +110,22 @@ meson_suites build-ci codec property pika engine client tls broker
 step "codec demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
 step "demo against the broker" build-ci/tools/warren-demo --url "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" --count 5000 --rpc 100
 
+# Packaging: install into a scratch root and build an example against the installed
+# headers and pkg-config files alone, then run it against the broker.
+install_check() {
+  local dest pcdir flags
+  dest=$(mktemp -d)
+  meson install -C build-ci --destdir "$dest" >/dev/null || return 1
+  pcdir=$(dirname "$(find "$dest" -name warren-uv.pc | head -n 1)")
+  flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --static --cflags --libs warren-uv) || return 1
+  g++ -std=c++20 examples/uv_publish_consume.cpp $flags -o "$dest/example" &&
+    "$dest/example" "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" | tail -n 1
+  local rc=$?
+  rm -rf "$dest"
+  return $rc
+}
+step "install, then build an example against the installed pkg-config files" install_check
+
 echo
 if ((failed > 0)); then printf 'failed: %s\n' "${failures[@]}"; fi
 echo "$passed passed, $failed failed"
