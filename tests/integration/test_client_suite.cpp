@@ -2,6 +2,11 @@
 // get with ack/nack/reject, confirms with nack and return, a 5 MiB body, direct reply-to, a
 // channel error that closes only its channel, a connection error with its cause, and a memory
 // alarm that makes a publish wait until it is lifted.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "client_fixture.hpp"
 
 namespace warren::test {
@@ -256,6 +261,56 @@ TEST_P(ClientSuite, heartbeats_keep_an_idle_connection_alive_past_three_interval
   bool done = false;
   c->close([&](const Error*) { done = true; });
   loop.run_until([&] { return done; });
+}
+
+// A listener whose accept queue is full drops SYNs, as a host that drops packets does: the
+// dial must give up at connection_timeout, then the next host is tried.
+TEST_P(ClientSuite, the_connect_timeout_bounds_a_dial_to_a_host_that_drops_packets) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 0), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  std::vector<int> fillers;
+  for (int i = 0; i < 3; ++i) {
+    int f = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    (void)::connect(f, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    fillers.push_back(f);
+  }
+  std::this_thread::sleep_for(200ms);
+
+  auto u = client::parse_url("amqp://127.0.0.1:" + port + "?connection_timeout=300");
+  ASSERT_TRUE(u.ok());
+  std::optional<Error> error;
+  bool done = false;
+  const auto started = std::chrono::steady_clock::now();
+  auto c = client::Connection::connect(loop.driver(), *u, {}, [&](const Error* e) {
+    if (e) error = *e;
+    done = true;
+  });
+  ASSERT_TRUE(loop.run_until([&] { return done; }, 5s));
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, errc::timeout);
+  EXPECT_EQ(error->detail, "connect 127.0.0.1:" + port + ": no connection within 300 ms");
+  EXPECT_LT(took, 2s);
+
+  // With a second host, the dial moves on after the timeout.
+  auto both = client::parse_url("amqp://127.0.0.1:" + port + ",127.0.0.1:" + env("RMQ_PORT") + "?connection_timeout=300");
+  ASSERT_TRUE(both.ok());
+  std::optional<std::string> ready;
+  auto c2 = client::Connection::connect(loop.driver(), *both, {}, [&](const Error* e) { ready = e ? e->to_string() : "ok"; });
+  ASSERT_TRUE(loop.run_until([&] { return ready.has_value(); }, 5s));
+  EXPECT_EQ(*ready, "ok");
+  bool closed = false;
+  c2->close([&](const Error*) { closed = true; });
+  loop.run_until([&] { return closed; });
+  for (int f : fillers) ::close(f);
+  ::close(listener);
 }
 
 TEST_P(ClientSuite, a_finished_program_returns_from_its_loop_without_waiting_out_the_heartbeat) {
