@@ -316,25 +316,25 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
   pump();
 }
 
-Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
+// Settling a delivery: no answer comes, so the result is known at once.
+template <class Settle>
+Result<void> Connection::settle(Settle settle) {
   if (!engine_) return make_error(errc::connection_closed, "not connected");
-  auto r = engine_->ack(channel, delivery_tag, multiple);
+  auto r = settle(*engine_);
   if (r.ok()) pump();
   return r;
+}
+
+Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
+  return settle([&](engine::Connection& c) { return c.ack(channel, delivery_tag, multiple); });
 }
 
 Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
-  if (!engine_) return make_error(errc::connection_closed, "not connected");
-  auto r = engine_->nack(channel, delivery_tag, multiple, requeue);
-  if (r.ok()) pump();
-  return r;
+  return settle([&](engine::Connection& c) { return c.nack(channel, delivery_tag, multiple, requeue); });
 }
 
 Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
-  if (!engine_) return make_error(errc::connection_closed, "not connected");
-  auto r = engine_->reject(channel, delivery_tag, requeue);
-  if (r.ok()) pump();
-  return r;
+  return settle([&](engine::Connection& c) { return c.reject(channel, delivery_tag, requeue); });
 }
 
 void Connection::close(Done done) {

@@ -85,6 +85,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void later(std::function<void()> fn);  // a callback that must not run inside the caller's call
   template <class Verb>
   void request(Verb verb, Answer done);
+  template <class Settle>
+  [[nodiscard]] Result<void> settle(Settle settle);
 
   // StreamEvents
   void on_connected() override;
