@@ -4,7 +4,8 @@
 #        TLS_PORT absent or 0: no TLS listener; "auto": pick a free one)
 # Writes DIR/broker.env (RMQ_NODE RMQ_PORT RMQ_TLS_PORT RMQ_DIR RMQ_PID RMQ_CTL [RMQ_CA]) and
 # prints it. When TLS_PORT is given, a CA, a server certificate (localhost, 127.0.0.1) and a
-# client certificate are generated in DIR/tls.
+# client certificate are generated in DIR/tls. With RMQ_TLS_EXPIRED=1 the listener serves a
+# server certificate from the same CA that expired in 2020 (for the tests that must refuse it).
 set -euo pipefail
 DIR=$(realpath -m "${1:?usage: broker-start.sh DIR [PORT] [TLS_PORT]}")
 PORT=${2:-0}
@@ -68,12 +69,22 @@ if [[ $TLS_PORT != 0 ]]; then
     printf 'extendedKeyUsage=clientAuth\n' > "$T/client.ext"
     ossl x509 -req -in "$T/client.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreateserial -days 30 \
       -extfile "$T/client.ext" -out "$T/client.pem"
+    # The same server key, certified for one day in 2020 (openssl ca can backdate; x509 cannot).
+    mkdir -p "$T/ca-db"
+    : > "$T/ca-db/index.txt"
+    echo 1000 > "$T/ca-db/serial"
+    printf '[ca]\ndefault_ca = test\n[test]\ndatabase = %s\nserial = %s\nnew_certs_dir = %s\ndefault_md = sha256\npolicy = any\ncopy_extensions = none\n[any]\ncommonName = supplied\n' \
+      "$T/ca-db/index.txt" "$T/ca-db/serial" "$T/ca-db" > "$T/ca-db/ca.cnf"
+    ossl ca -batch -config "$T/ca-db/ca.cnf" -cert "$T/ca.pem" -keyfile "$T/ca.key" -in "$T/server.csr" \
+      -startdate 20200101000000Z -enddate 20200102000000Z -extfile "$T/server.ext" -out "$T/expired.pem"
     chmod 644 "$T"/*.key
   fi
+  server_cert=$T/server.pem
+  if [[ ${RMQ_TLS_EXPIRED:-0} == 1 ]]; then server_cert=$T/expired.pem; fi
   cat >> "$DIR/rabbitmq.conf" <<CONF
 listeners.ssl.1 = 127.0.0.1:$TLS_PORT
 ssl_options.cacertfile = $T/ca.pem
-ssl_options.certfile = $T/server.pem
+ssl_options.certfile = $server_cert
 ssl_options.keyfile = $T/server.key
 ssl_options.verify = verify_peer
 ssl_options.fail_if_no_peer_cert = false

@@ -97,7 +97,8 @@ done
 
 # 4. Everything in the default build, with a throwaway broker for the suites that need one.
 broker_dir=$(mktemp -d /tmp/warren-test-broker.XXXXXX)
-trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
+expired_dir=$(mktemp -d /tmp/warren-test-expired.XXXXXX)
+trap 'scripts/broker-stop.sh "$broker_dir" --purge; scripts/broker-stop.sh "$expired_dir" --purge' EXIT
 if env_text=$(scripts/broker-start.sh "$broker_dir" 0 auto); then
   eval "$env_text"
   export RMQ_PORT RMQ_CTL RMQ_TLS_PORT RMQ_DIR
@@ -106,6 +107,14 @@ if env_text=$(scripts/broker-start.sh "$broker_dir" 0 auto); then
     "$RMQ_CTL" -q set_permissions -p / tls-client ".*" ".*" ".*" >/dev/null
 else
   echo "test.sh: the test broker did not start; the broker suites will fail" >&2
+fi
+# A second node whose TLS listener serves an expired certificate from its own test CA.
+if expired_env=$(RMQ_TLS_EXPIRED=1 scripts/broker-start.sh "$expired_dir" 0 auto); then
+  RMQ_EXPIRED_TLS_PORT=$(sed -n 's/^RMQ_TLS_PORT=//p' <<<"$expired_env")
+  RMQ_EXPIRED_DIR=$expired_dir
+  export RMQ_EXPIRED_TLS_PORT RMQ_EXPIRED_DIR
+else
+  echo "test.sh: the expired-certificate broker did not start; its test will fail" >&2
 fi
 meson_suites build-ci codec property pika engine client tls broker
 step "codec demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000

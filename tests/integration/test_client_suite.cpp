@@ -313,6 +313,53 @@ TEST_P(ClientSuite, the_connect_timeout_bounds_a_dial_to_a_host_that_drops_packe
   ::close(listener);
 }
 
+std::string file_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST_P(ClientSuite, an_expired_broker_certificate_is_refused) {
+  // A second broker, started by the test command, serves a certificate from the same test CA
+  // that expired in 2020.
+  client::ClientOptions options;
+  options.ca_pem = file_text(env("RMQ_EXPIRED_DIR") + "/tls/ca.pem");
+  auto u = client::parse_url("amqps://localhost:" + env("RMQ_EXPIRED_TLS_PORT"));
+  ASSERT_TRUE(u.ok());
+  std::optional<std::string> refused;
+  auto c = client::Connection::connect(loop.driver(), *u, options, [&](const Error* e) { refused = e ? e->to_string() : "ok"; });
+  ASSERT_TRUE(loop.run_until([&] { return refused.has_value(); }));
+  EXPECT_EQ(*refused, "TLS handshake failed: certificate rejected: certificate has expired");
+}
+
+TEST_P(ClientSuite, external_login_with_a_client_certificate) {
+  client::ClientOptions options;
+  options.ca_pem = file_text(env("RMQ_DIR") + "/tls/ca.pem");
+  options.client_cert_pem = file_text(env("RMQ_DIR") + "/tls/client.pem");
+  options.client_key_pem = file_text(env("RMQ_DIR") + "/tls/client.key");
+  auto c = connect("amqps://localhost:" + env("RMQ_TLS_PORT") + "?auth_mechanism=external", options);
+  EXPECT_TRUE(c->is_open());  // no password was given: the certificate logged in
+  bool closed = false;
+  c->close([&](const Error*) { closed = true; });
+  loop.run_until([&] { return closed; });
+  // Without the certificate, EXTERNAL has nothing to log in with.
+  options.client_cert_pem.clear();
+  options.client_key_pem.clear();
+  auto u = client::parse_url("amqps://localhost:" + env("RMQ_TLS_PORT") + "?auth_mechanism=external");
+  ASSERT_TRUE(u.ok());
+  std::optional<Error> refused;
+  bool done = false;
+  auto anonymous = client::Connection::connect(loop.driver(), *u, options, [&](const Error* e) {
+    if (e) refused = *e;
+    done = true;
+  });
+  ASSERT_TRUE(loop.run_until([&] { return done; }));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->code, errc::access_refused) << refused->to_string();
+}
+
 TEST_P(ClientSuite, a_finished_program_returns_from_its_loop_without_waiting_out_the_heartbeat) {
   auto c = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "?heartbeat=60");
   int closed = 0;
