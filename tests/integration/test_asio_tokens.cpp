@@ -50,12 +50,27 @@ TEST(AsioTokens, a_coroutine_declares_publishes_and_closes) {
         } catch (const std::system_error& e) {
           log.push_back(e.code() == errc::not_found ? "404 as an exception" : e.what());
         }
+        // The channel closed with the 404; the rest of the verbs on a fresh one.
+        auto ch2 = co_await asio_driver::async_open_channel(*conn, asio::use_awaitable);
+        co_await asio_driver::async_exchange_declare(*conn, ch2, ExchangeDeclare{"warren-token-x", "direct"}, asio::use_awaitable);
+        co_await asio_driver::async_queue_bind(*conn, ch2, QueueBind{q.name, "warren-token-x", "k"}, asio::use_awaitable);
+        co_await asio_driver::async_basic_qos(*conn, ch2, BasicQos{0, 10, false}, asio::use_awaitable);
+        auto got = co_await asio_driver::async_get(*conn, ch2, BasicGet{q.name, true}, asio::use_awaitable);
+        log.push_back(got ? "got: " + got->body : "empty");
+        auto none = co_await asio_driver::async_get(*conn, ch2, BasicGet{q.name, true}, asio::use_awaitable);
+        log.push_back(none ? "not empty?" : "then empty");
+        co_await asio_driver::async_queue_unbind(*conn, ch2, QueueUnbind{q.name, "warren-token-x", "k"}, asio::use_awaitable);
+        co_await asio_driver::async_exchange_delete(*conn, ch2, ExchangeDelete{"warren-token-x"}, asio::use_awaitable);
+        co_await asio_driver::async_queue_purge(*conn, ch2, QueuePurge{q.name}, asio::use_awaitable);
+        co_await asio_driver::async_queue_delete(*conn, ch2, QueueDelete{q.name}, asio::use_awaitable);
+        co_await asio_driver::async_close_channel(*conn, ch2, asio::use_awaitable);
         co_await asio_driver::async_close(*conn, asio::use_awaitable);
         log.push_back("closed");
       },
       asio::detached);
   io.run();  // returns once the coroutine is done and the connection closed
-  EXPECT_EQ(log, (std::vector<std::string>{"declared", "confirmed", "404 as an exception", "closed"}));
+  EXPECT_EQ(log, (std::vector<std::string>{"declared", "confirmed", "404 as an exception", "got: from a coroutine",
+                                           "then empty", "closed"}));
 }
 
 TEST(AsioTokens, use_future_from_another_thread) {

@@ -10,6 +10,7 @@
 #include <asio/post.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "warren/asio/asio_driver.hpp"
@@ -21,6 +22,17 @@ struct QueueInfo {
   std::string name;
   std::uint32_t message_count = 0;
   std::uint32_t consumer_count = 0;
+};
+
+// A message copied out of the engine's buffers (basic.get through a token).
+struct OwnedMessage {
+  std::uint64_t delivery_tag = 0;
+  bool redelivered = false;
+  std::string exchange;
+  std::string routing_key;
+  std::optional<std::string> correlation_id;
+  std::optional<std::string> reply_to;
+  std::string body;
 };
 
 namespace detail {
@@ -68,6 +80,85 @@ auto async_queue_declare(client::Connection& c, engine::ChannelId channel, const
             if (const auto* ok = std::get_if<wire::QueueDeclareOk>(reply))
               info = QueueInfo{std::string(ok->queue), ok->message_count, ok->consumer_count};
           detail::complete(h, e ? e->code : std::error_code{}, std::move(info));
+        });
+      },
+      token);
+}
+
+// The verbs whose answer carries nothing: complete with the error code alone.
+namespace detail {
+template <class Token, class Call>
+auto async_plain(client::Connection& c, Call call, Token&& token) {
+  return asio::async_initiate<Token, void(std::error_code, bool)>(
+      [&c, call](auto handler) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        call(c, [h](const Error* e, const wire::Method*) { complete(h, e ? e->code : std::error_code{}, e == nullptr); });
+      },
+      token);
+}
+}  // namespace detail
+
+template <class Token>
+auto async_exchange_declare(client::Connection& c, engine::ChannelId ch, const wire::ExchangeDeclare& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.exchange_declare(ch, m, done); }, token);
+}
+template <class Token>
+auto async_exchange_delete(client::Connection& c, engine::ChannelId ch, const wire::ExchangeDelete& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.exchange_delete(ch, m, done); }, token);
+}
+template <class Token>
+auto async_exchange_bind(client::Connection& c, engine::ChannelId ch, const wire::ExchangeBind& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.exchange_bind(ch, m, done); }, token);
+}
+template <class Token>
+auto async_exchange_unbind(client::Connection& c, engine::ChannelId ch, const wire::ExchangeUnbind& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.exchange_unbind(ch, m, done); }, token);
+}
+template <class Token>
+auto async_queue_bind(client::Connection& c, engine::ChannelId ch, const wire::QueueBind& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.queue_bind(ch, m, done); }, token);
+}
+template <class Token>
+auto async_queue_unbind(client::Connection& c, engine::ChannelId ch, const wire::QueueUnbind& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.queue_unbind(ch, m, done); }, token);
+}
+template <class Token>
+auto async_queue_purge(client::Connection& c, engine::ChannelId ch, const wire::QueuePurge& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.queue_purge(ch, m, done); }, token);
+}
+template <class Token>
+auto async_queue_delete(client::Connection& c, engine::ChannelId ch, const wire::QueueDelete& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.queue_delete(ch, m, done); }, token);
+}
+template <class Token>
+auto async_basic_qos(client::Connection& c, engine::ChannelId ch, const wire::BasicQos& m, Token&& token) {
+  return detail::async_plain(c, [ch, m](client::Connection& cc, auto done) { cc.basic_qos(ch, m, done); }, token);
+}
+template <class Token>
+auto async_close_channel(client::Connection& c, engine::ChannelId ch, Token&& token) {
+  return detail::async_plain(c, [ch](client::Connection& cc, auto done) { cc.close_channel(ch, done); }, token);
+}
+
+// basic.get: completes with the message copied out, or nullopt when the queue was empty.
+template <class Token>
+auto async_get(client::Connection& c, engine::ChannelId ch, const wire::BasicGet& m, Token&& token) {
+  return asio::async_initiate<Token, void(std::error_code, std::optional<OwnedMessage>)>(
+      [&c, ch, m](auto handler) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        c.get(ch, m, [h](const Error* e, const engine::Message* msg) {
+          std::optional<OwnedMessage> out;
+          if (msg) {
+            OwnedMessage o;
+            o.delivery_tag = msg->delivery_tag;
+            o.redelivered = msg->redelivered;
+            o.exchange = std::string(msg->exchange);
+            o.routing_key = std::string(msg->routing_key);
+            if (msg->properties && msg->properties->correlation_id) o.correlation_id = std::string(*msg->properties->correlation_id);
+            if (msg->properties && msg->properties->reply_to) o.reply_to = std::string(*msg->properties->reply_to);
+            o.body.assign(reinterpret_cast<const char*>(msg->body.data()), msg->body.size());
+            out = std::move(o);
+          }
+          detail::complete(h, e ? e->code : std::error_code{}, std::move(out));
         });
       },
       token);
