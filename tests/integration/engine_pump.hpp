@@ -85,10 +85,8 @@ class EnginePump {
             tls_error = r.error();
             conn.handle_eof(now());
           } else if (!tls_->plaintext().empty()) {
-            // The engine views these bytes until its events are drained: keep them until then.
-            plain_.assign(tls_->plaintext().begin(), tls_->plaintext().end());
-            tls_->take_plaintext();
-            conn.handle_bytes(plain_, now());
+            // They stay put until the next handle_ciphertext(), after the events are drained.
+            conn.handle_bytes(tls_->plaintext(), now());
           }
         }
       }
@@ -145,7 +143,6 @@ class EnginePump {
   int fd_ = -1;
   std::optional<tls::TlsSession> tls_;
   std::vector<std::byte> buffer_;
-  std::vector<std::byte> plain_;
 };
 
 }  // namespace warren::test

@@ -34,7 +34,6 @@ struct State : std::enable_shared_from_this<State> {
   client::StreamEvents* events;
   std::optional<tls::TlsSession> tls;
   std::vector<std::byte> read_buffer;
-  std::vector<std::byte> plain_in;
   std::vector<std::byte> cipher_out;
   std::size_t plain_written = 0;
   bool connected = false;
@@ -114,11 +113,7 @@ struct State : std::enable_shared_from_this<State> {
       on_connected();
       if (!events) return;
     }
-    if (!tls->plaintext().empty()) {
-      plain_in.assign(tls->plaintext().begin(), tls->plaintext().end());
-      tls->take_plaintext();
-      events->on_bytes(plain_in);
-    }
+    if (!tls->plaintext().empty()) events->on_bytes(tls->plaintext());
   }
 
   void write(std::span<const std::span<const std::byte>> parts) {

@@ -104,7 +104,7 @@ Result<TlsSession> TlsSession::client(const TlsOptions& options) {
   SSL_set_bio(impl->ssl.get(), impl->in, impl->out);
   SSL_set_connect_state(impl->ssl.get());
   TlsSession s(std::move(impl));
-  if (auto r = s.pump(); !r.ok()) return std::move(r).error();  // the ClientHello
+  if (auto r = s.pump(false); !r.ok()) return std::move(r).error();  // the ClientHello
   return s;
 }
 
@@ -119,12 +119,14 @@ Result<void> TlsSession::handle_ciphertext(std::span<const std::byte> bytes) {
   if (impl_->failed) return *impl_->failed;
   if (!bytes.empty() && BIO_write(impl_->in, bytes.data(), static_cast<int>(bytes.size())) != static_cast<int>(bytes.size()))
     return make_error(errc::tls_failed, "cannot buffer TLS input");
-  return pump();
+  plain_in_.clear();  // the previous call's plaintext has been handed on
+  return pump(true);
 }
 
-// Advances the handshake, flushes held-back plaintext, decrypts what arrived, and collects
-// the ciphertext to send.
-Result<void> TlsSession::pump() {
+// Advances the handshake, flushes held-back plaintext, decrypts what arrived (only when
+// `decrypt`: a write never touches plaintext() while a caller may still be viewing it), and
+// collects the ciphertext to send.
+Result<void> TlsSession::pump(bool decrypt) {
   SSL* ssl = impl_->ssl.get();
   if (!handshake_done()) {
     int rc = SSL_do_handshake(ssl);
@@ -144,7 +146,7 @@ Result<void> TlsSession::pump() {
     int n = SSL_write(ssl, plain_out_.data(), static_cast<int>(plain_out_.size()));
     if (n > 0) plain_out_.erase(plain_out_.begin(), plain_out_.begin() + n);
   }
-  if (!impl_->failed && handshake_done()) {
+  if (decrypt && !impl_->failed && handshake_done()) {
     std::byte buf[16384];
     for (;;) {
       int n = SSL_read(ssl, buf, sizeof buf);
@@ -173,7 +175,7 @@ Result<void> TlsSession::pump() {
 Result<void> TlsSession::write_plaintext(std::span<const std::byte> bytes) {
   if (impl_->failed) return *impl_->failed;
   plain_out_.insert(plain_out_.end(), bytes.begin(), bytes.end());
-  return pump();
+  return pump(false);
 }
 
 std::span<const std::byte> TlsSession::pending_ciphertext() {
@@ -190,7 +192,7 @@ void TlsSession::consume_ciphertext(std::size_t n) {
 
 void TlsSession::close() {
   SSL_shutdown(impl_->ssl.get());
-  (void)pump();
+  (void)pump(false);
 }
 
 }  // namespace warren::tls

@@ -208,11 +208,7 @@ class UvStream final : public client::Stream {
             self->connected();
             if (!self->events_) return;
           }
-          if (!self->tls_->plaintext().empty()) {
-            self->plain_in_.assign(self->tls_->plaintext().begin(), self->tls_->plaintext().end());
-            self->tls_->take_plaintext();
-            self->events_->on_bytes(self->plain_in_);
-          }
+          if (!self->tls_->plaintext().empty()) self->events_->on_bytes(self->tls_->plaintext());
         });
   }
 
@@ -263,7 +259,6 @@ class UvStream final : public client::Stream {
   bool connected_ = false;
   std::vector<std::byte> read_buffer_;
   std::vector<uv_buf_t> bufs_;
-  std::vector<std::byte> plain_in_;
   std::vector<std::byte> cipher_out_;
   std::size_t plain_written_ = 0;
 };

@@ -32,7 +32,9 @@ class TlsSession {
   // Bytes read from the socket. Advances the handshake and decrypts what it can; a failed
   // handshake (untrusted, expired, wrong name) is an error that says why, and is latched.
   [[nodiscard]] Result<void> handle_ciphertext(std::span<const std::byte> bytes);
-  // Decrypted bytes, valid until the next handle_ciphertext(); take_plaintext() empties it.
+  // The bytes the last handle_ciphertext() decrypted. They stay put until the next
+  // handle_ciphertext() (writing does not touch them), so a driver can hand them straight to
+  // the engine; take_plaintext() empties them early.
   [[nodiscard]] std::span<const std::byte> plaintext() const noexcept { return plain_in_; }
   void take_plaintext() noexcept { plain_in_.clear(); }
 
@@ -49,7 +51,7 @@ class TlsSession {
  private:
   struct Impl;
   explicit TlsSession(std::unique_ptr<Impl> impl);
-  Result<void> pump();
+  Result<void> pump(bool decrypt);
 
   std::unique_ptr<Impl> impl_;
   std::vector<std::byte> plain_in_;
