@@ -5,40 +5,21 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "warren/client/connection.hpp"
 #include "warren/engine/describe.hpp"
+#include "support/broker_env.hpp"
 #include "warren/asio/asio_driver.hpp"
 #include "warren/uv/uv_driver.hpp"
 
 namespace warren::test {
 
 using namespace std::chrono_literals;
-
-inline std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set: run through scripts/test.sh, which starts a broker");
-  return v;
-}
-
-inline std::string rabbitmqctl(const std::string& args) {
-  std::string out;
-  FILE* p = ::popen((env("RMQ_CTL") + " -q " + args + " 2>&1").c_str(), "r");
-  if (!p) throw std::runtime_error("cannot run rabbitmqctl");
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  ::pclose(p);
-  return out;
-}
 
 enum class DriverKind { uv, asio };
 inline std::string driver_name(const ::testing::TestParamInfo<DriverKind>& info) {

@@ -21,17 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "support/broker_env.hpp"
 #include "warren/engine/connection.hpp"
 #include "warren/engine/describe.hpp"
 #include "warren/tls/tls_session.hpp"
 
 namespace warren::test {
-
-inline std::uint16_t broker_port() {
-  const char* port = std::getenv("RMQ_PORT");
-  if (!port || !*port) throw std::runtime_error("RMQ_PORT is not set: run through scripts/test.sh, which starts a broker");
-  return static_cast<std::uint16_t>(std::atoi(port));
-}
 
 class EnginePump {
  public:

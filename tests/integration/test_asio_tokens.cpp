@@ -11,6 +11,7 @@
 
 #include <thread>
 
+#include "support/broker_env.hpp"
 #include "warren/asio/async.hpp"
 #include "warren/engine/describe.hpp"
 
@@ -20,13 +21,7 @@ namespace {
 using namespace warren::wire;
 using asio_driver::AsioDriver;
 
-std::string port() {
-  const char* p = std::getenv("RMQ_PORT");
-  if (!p || !*p) throw std::runtime_error("RMQ_PORT is not set: run through scripts/test.sh, which starts a broker");
-  return p;
-}
-
-client::ConnectionUrl url() { return *client::parse_url("amqp://127.0.0.1:" + port() + "/%2f"); }
+client::ConnectionUrl url() { return *client::parse_url("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f"); }
 
 TEST(AsioTokens, a_coroutine_declares_publishes_and_closes) {
   asio::io_context io;

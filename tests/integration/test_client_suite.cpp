@@ -313,14 +313,6 @@ TEST_P(ClientSuite, the_connect_timeout_bounds_a_dial_to_a_host_that_drops_packe
   ::close(listener);
 }
 
-std::string file_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 TEST_P(ClientSuite, an_expired_broker_certificate_is_refused) {
   // A second broker, started by the test command, serves a certificate from the same test CA
   // that expired in 2020.
@@ -372,11 +364,8 @@ TEST_P(ClientSuite, a_finished_program_returns_from_its_loop_without_waiting_out
 }
 
 TEST_P(ClientSuite, tls_verified_and_refused) {
-  std::ifstream f(env("RMQ_DIR") + "/tls/ca.pem");
-  std::stringstream ca;
-  ca << f.rdbuf();
   client::ClientOptions options;
-  options.ca_pem = ca.str();
+  options.ca_pem = file_text(env("RMQ_DIR") + "/tls/ca.pem");
   auto secure = connect("amqps://localhost:" + env("RMQ_TLS_PORT"), options);
   EXPECT_TRUE(secure->is_open());
   auto u = client::parse_url("amqps://127.0.0.1:" + env("RMQ_TLS_PORT") + "?server_name_indication=rabbit.example.com");

@@ -4,9 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
+#include "support/broker_env.hpp"
 #include "warren/client/connection.hpp"
 #include "warren/uv/uv_driver.hpp"
 
@@ -15,12 +14,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using client::Connection;
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set: run through scripts/test.sh, which starts a broker");
-  return v;
-}
 
 client::ConnectionUrl url(const std::string& text) {
   auto u = client::parse_url(text);
@@ -158,11 +151,8 @@ TEST(ClientUv, a_finished_program_does_not_wait_out_the_heartbeat) {
 
 TEST(ClientUv, amqps_with_the_test_ca) {
   Loop l;
-  std::ifstream f(env("RMQ_DIR") + "/tls/ca.pem");
-  std::stringstream ca;
-  ca << f.rdbuf();
   client::ClientOptions options;
-  options.ca_pem = ca.str();
+  options.ca_pem = file_text(env("RMQ_DIR") + "/tls/ca.pem");
   std::optional<std::string> ready;
   auto conn = Connection::connect(*l.driver, url("amqps://localhost:" + env("RMQ_TLS_PORT")), options,
                                   [&](const Error* e) { ready = e ? e->to_string() : "ok"; });

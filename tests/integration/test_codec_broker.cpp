@@ -3,8 +3,7 @@
 // back, a body split at frame_max, and the broker's errors as warren reports them.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
+#include "support/broker_env.hpp"
 #include "support/hex.hpp"
 #include "wire/blocking_session.hpp"
 
@@ -15,10 +14,8 @@ using tools::BlockingSession;
 using tools::SessionOptions;
 
 SessionOptions broker() {
-  const char* port = std::getenv("RMQ_PORT");
-  if (!port || !*port) throw std::runtime_error("RMQ_PORT is not set: run these tests through scripts/test.sh, which starts a broker");
   SessionOptions o;
-  o.port = static_cast<std::uint16_t>(std::atoi(port));
+  o.port = test::broker_port();
   return o;
 }
 

@@ -4,8 +4,6 @@
 // an idle connection alive.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <thread>
 
 #include "engine_pump.hpp"
@@ -17,18 +15,6 @@ using namespace warren::wire;
 using namespace std::chrono_literals;
 
 std::span<const std::byte> text(std::string_view s) { return std::as_bytes(std::span{s.data(), s.size()}); }
-
-std::string rabbitmqctl(const std::string& args) {
-  const char* ctl = std::getenv("RMQ_CTL");
-  if (!ctl || !*ctl) throw std::runtime_error("RMQ_CTL is not set: run through scripts/test.sh");
-  std::string out;
-  FILE* p = ::popen((std::string(ctl) + " -q " + args + " 2>&1").c_str(), "r");
-  if (!p) throw std::runtime_error("cannot run rabbitmqctl");
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  ::pclose(p);
-  return out;
-}
 
 engine::ChannelId open_channel(EnginePump& p) {
   auto ch = p.conn.open_channel(p.now());

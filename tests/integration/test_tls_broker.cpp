@@ -4,29 +4,12 @@
 // client certificate.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "engine_pump.hpp"
 
 namespace warren::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set: run through scripts/test.sh, which starts a TLS listener");
-  return v;
-}
-
-std::string file_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::uint16_t tls_port() { return static_cast<std::uint16_t>(std::stoi(env("RMQ_TLS_PORT"))); }
 std::string tls_file(const char* name) { return file_text(env("RMQ_DIR") + "/tls/" + name); }
