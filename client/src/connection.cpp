@@ -146,12 +146,15 @@ void Connection::dispatch(const engine::Event& event) {
               auto done = std::move(on_close_done_);
               done(e.cause.reply_code == 200 ? nullptr : &e.cause);
             }
+            end_subscriptions(0, e.cause);
             if (on_closed) on_closed(e.cause);
           }
         } else if constexpr (std::is_same_v<E, engine::Blocked>) {
           if (on_blocked) on_blocked(e.reason);
         } else if constexpr (std::is_same_v<E, engine::Unblocked>) {
           if (on_unblocked) on_unblocked();
+        } else if constexpr (std::is_same_v<E, engine::Writable>) {
+          if (on_writable) on_writable();
         } else if constexpr (std::is_same_v<E, engine::ChannelOpened>) {
           if (auto it = opening_.find(e.channel); it != opening_.end()) {
             auto done = std::move(it->second);
@@ -164,7 +167,7 @@ void Connection::dispatch(const engine::Event& event) {
             opening_.erase(it);
             done(&e.cause, e.channel);
           }
-          std::erase_if(consumers_, [&](const Subscription& s) { return s.channel == e.channel; });
+          end_subscriptions(e.channel, e.cause);
         } else if constexpr (std::is_same_v<E, engine::GetOk>) {
           answers_.erase(e.request);
           if (auto it = gets_.find(e.request); it != gets_.end()) {
@@ -189,11 +192,14 @@ void Connection::dispatch(const engine::Event& event) {
         } else if constexpr (std::is_same_v<E, engine::PublishDone>) {
           auto first = publishes_.lower_bound({e.channel, e.first});
           auto last = publishes_.upper_bound({e.channel, e.last});
-          std::vector<Settled> settled;
-          for (auto it = first; it != last; ++it) settled.push_back(std::move(it->second));
-          publishes_.erase(first, last);
-          for (auto& done : settled)
-            if (done) done(e.outcome, e.cause);
+          if (first != last) {
+            std::vector<Settled> settled;
+            for (auto it = first; it != last; ++it) settled.push_back(std::move(it->second));
+            publishes_.erase(first, last);
+            for (auto& done : settled)
+              if (done) done(e.outcome, e.cause);
+          }
+          if (on_publish_done) on_publish_done(e);
         } else if constexpr (std::is_same_v<E, engine::Delivery>) {
           for (auto& s : consumers_)
             if (s.channel == e.message.channel && s.tag == e.message.consumer_tag) {
@@ -201,9 +207,21 @@ void Connection::dispatch(const engine::Event& event) {
               break;
             }
         } else if constexpr (std::is_same_v<E, engine::ConsumerCancelled>) {
-          std::erase_if(consumers_, [&](const Subscription& s) {
+          auto it = std::find_if(consumers_.begin(), consumers_.end(), [&](const Subscription& s) {
             return s.channel == e.channel && s.tag == e.consumer_tag;
           });
+          if (it != consumers_.end()) {
+            auto ended = std::move(it->on_ended);
+            consumers_.erase(it);
+            if (ended) {
+              if (e.by_broker) {
+                Error cause = make_error(errc::consumer_cancelled, "the broker cancelled consumer " + std::string(e.consumer_tag));
+                ended(&cause);
+              } else {
+                ended(nullptr);
+              }
+            }
+          }
           if (on_consumer_cancelled) on_consumer_cancelled(e.channel, e.consumer_tag, e.by_broker);
         }
       },
@@ -291,15 +309,30 @@ void Connection::confirm_select(ChannelId channel, Answer done) {
   request([&](engine::Connection& c) { return c.confirm_select(channel, driver_.now()); }, std::move(done));
 }
 
+void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
+  std::vector<OnEnded> ended;
+  std::erase_if(consumers_, [&](Subscription& s) {
+    if (channel != 0 && s.channel != channel) return false;
+    if (s.on_ended) ended.push_back(std::move(s.on_ended));
+    return true;
+  });
+  for (auto& fn : ended) fn(&cause);
+}
+
 void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
                          OnMessage on_message, Answer done) {
+  consume(channel, m, prefetch, std::move(on_message), nullptr, std::move(done));
+}
+
+void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
+                         OnMessage on_message, OnEnded on_ended, Answer done) {
   // The consumer is registered when consume-ok names its tag (or now, for a chosen tag).
   auto handler = std::make_shared<OnMessage>(std::move(on_message));
   request([&](engine::Connection& c) { return c.basic_consume(channel, m, prefetch, driver_.now()); },
-          [this, channel, handler, done = std::move(done)](const Error* e, const wire::Method* reply) {
+          [this, channel, handler, on_ended = std::move(on_ended), done = std::move(done)](const Error* e, const wire::Method* reply) mutable {
             if (!e && reply)
               if (const auto* ok = std::get_if<wire::BasicConsumeOk>(reply))
-                consumers_.push_back(Subscription{channel, std::string(ok->consumer_tag), std::move(*handler)});
+                consumers_.push_back(Subscription{channel, std::string(ok->consumer_tag), std::move(*handler), std::move(on_ended)});
             done(e, reply);
           });
 }
@@ -312,8 +345,16 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
     later([done = std::move(done), e = r.error()] { done(engine::PublishOutcome::failed, e); });
     return;
   }
-  publishes_.emplace(std::pair{channel, *r}, std::move(done));
+  if (done) publishes_.emplace(std::pair{channel, *r}, std::move(done));
   pump();
+}
+
+Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
+                                              const wire::BasicProperties& properties, std::span<const std::byte> body) {
+  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  auto r = engine_->publish(channel, m, properties, body, driver_.now());
+  if (r.ok()) pump();
+  return r;
 }
 
 // Settling a delivery: no answer comes, so the result is known at once.

@@ -30,6 +30,8 @@ class Category final : public std::error_category {
       case errc::invalid_url: return "invalid URL";
       case errc::tls_failed: return "TLS handshake failed";
       case errc::tls_config: return "TLS configuration refused";
+      case errc::consumer_cancelled: return "consumer cancelled";
+      case errc::invalid_argument: return "invalid argument";
     }
     return "unknown warren error";
   }

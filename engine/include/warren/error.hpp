@@ -36,6 +36,9 @@ enum class errc : int {
   // TLS
   tls_failed,   // the handshake failed: certificate not trusted, expired, wrong name, ...
   tls_config,   // a CA, certificate or key given in the options could not be used
+  // client layers
+  consumer_cancelled,  // the broker cancelled a subscription (queue deleted, node down)
+  invalid_argument,    // a value given by the caller that cannot be sent as written
 };
 
 [[nodiscard]] const std::error_category& error_category() noexcept;

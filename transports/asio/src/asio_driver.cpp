@@ -15,8 +15,13 @@ namespace {
 
 using asio::ip::tcp;
 
+// The system's text starts lower-case, as libuv's does, so both drivers read alike:
+// "connect 127.0.0.1:5999: connection refused".
 Error net_error(const std::string& what, const std::error_code& ec) {
-  Error e = make_error(errc::connection_lost, what + ": " + ec.message());
+  std::string why = ec.message();
+  if (!why.empty() && why[0] >= 'A' && why[0] <= 'Z' && (why.size() < 2 || (why[1] >= 'a' && why[1] <= 'z')))
+    why[0] = static_cast<char>(why[0] - 'A' + 'a');
+  Error e = make_error(errc::connection_lost, what + ": " + why);
   e.code = ec;
   return e;
 }

@@ -32,6 +32,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   using Answer = std::function<void(const Error* error, const wire::Method* reply)>;
   using Settled = std::function<void(engine::PublishOutcome outcome, const Error& cause)>;
   using OnMessage = std::function<void(const engine::Message& message)>;
+  // A subscription ended: nullptr when our cancel was confirmed; otherwise why (the broker
+  // cancelled it, its channel closed, the connection closed).
+  using OnEnded = std::function<void(const Error* cause)>;
 
   // Dials the URL's hosts in turn; `on_ready` runs once, when the handshake is done or every
   // host failed (with the last host's error).
@@ -42,8 +45,15 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::function<void(const Error& cause)> on_closed;  // once, after on_ready succeeded
   std::function<void(std::string_view reason)> on_blocked;
   std::function<void()> on_unblocked;
+  // The output fell back under ClientOptions::engine.output_limit_bytes after congested()
+  // was true: a publisher that paused can go on.
+  std::function<void()> on_writable;
   // A subscription ended: our cancel was confirmed, or the broker cancelled it (by_broker).
   std::function<void(engine::ChannelId channel, std::string_view consumer_tag, bool by_broker)> on_consumer_cancelled;
+  // Every settled range of publishes (PublishDone), after the per-publish callbacks. With the
+  // callback-free publish this is how a high-rate publisher counts confirms without a
+  // callback stored per message.
+  std::function<void(const engine::PublishDone& done)> on_publish_done;
 
   void open_channel(std::function<void(const Error*, engine::ChannelId)> done);
   void close_channel(engine::ChannelId channel, Answer done);
@@ -65,15 +75,26 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // In confirm mode `done` reports the broker's outcome; otherwise, that it was written.
   void publish(engine::ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
                std::span<const std::byte> body, Settled done);
+  // The same without a per-message callback: the outcome arrives through on_publish_done,
+  // keyed by the returned id. Nothing is stored per message.
+  [[nodiscard]] Result<engine::PublishId> publish(engine::ChannelId channel, const wire::BasicPublish& m,
+                                                  const wire::BasicProperties& properties,
+                                                  std::span<const std::byte> body);
   // `on_message` runs for each delivery; `done` once consume-ok (or the failure) is in.
   void consume(engine::ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
                OnMessage on_message, Answer done);
+  // The same, and `on_ended` runs once when the subscription ends (see OnEnded).
+  void consume(engine::ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
+               OnMessage on_message, OnEnded on_ended, Answer done);
   [[nodiscard]] Result<void> ack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple = false);
   [[nodiscard]] Result<void> nack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue);
   [[nodiscard]] Result<void> reject(engine::ChannelId channel, std::uint64_t delivery_tag, bool requeue);
   void close(Done done);
 
   [[nodiscard]] bool is_open() const noexcept { return engine_ && engine_->is_open(); }
+  // Output (and publishes waiting on a blocked connection) over the limit: pause publishing
+  // until on_writable.
+  [[nodiscard]] bool congested() const noexcept { return engine_ && engine_->congested(); }
   [[nodiscard]] const Endpoint& endpoint() const { return url_.endpoints[endpoint_index_]; }
 
  private:
@@ -118,7 +139,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
     engine::ChannelId channel;
     std::string tag;
     OnMessage on_message;
+    OnEnded on_ended;
   };
+  void end_subscriptions(engine::ChannelId channel, const Error& cause);  // channel 0: all
   std::vector<Subscription> consumers_;  // few per connection: a linear search beats a map
 };
 
