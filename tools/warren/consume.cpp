@@ -1,0 +1,147 @@
+// warren consume: prints each message (its body, or a JSON object per line) and acks it
+// after printing. With --count N exactly N messages are taken from the queue: the prefetch
+// is at most N, and the last acks are held back so the broker never sends more than N (the
+// rest would only go back to the queue marked redelivered). With --no-ack and --count the
+// messages are fetched one at a time (basic.get), because a no-ack consumer cannot be
+// limited and what it was sent past N would be lost.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+#include "commands.hpp"
+#include "message_json.hpp"
+
+namespace warren::cli {
+namespace {
+
+struct ConsumeArgs {
+  Common common;
+  std::string queue;
+  std::uint64_t count = 0;  // 0: until interrupted or --timeout
+  std::optional<std::uint16_t> prefetch;
+  bool no_ack = false;
+  std::optional<double> timeout_s;
+  bool json = false;
+};
+
+class ConsumeJob final : public Job {
+ public:
+  explicit ConsumeJob(std::shared_ptr<ConsumeArgs> args) : Job(args->common), args_(std::move(args)) {}
+
+ private:
+  Result<void> validate() override {
+    if (args_->timeout_s && (!std::isfinite(*args_->timeout_s) || *args_->timeout_s <= 0))
+      return make_error(errc::invalid_argument, "--timeout must be a positive number of seconds");
+    if (args_->prefetch && *args_->prefetch == 0)
+      return make_error(errc::invalid_argument, "--prefetch must be at least 1");
+    return {};
+  }
+
+  void start() override {
+    if (args_->timeout_s) {
+      deadline_timer_ = driver().timer([this] { timed_out(); });
+      deadline_timer_->arm(started_ + std::chrono::duration_cast<engine::Duration>(
+                                          std::chrono::duration<double>(*args_->timeout_s)));
+    }
+    if (args_->no_ack && args_->count > 0) return get_next();
+    std::uint16_t prefetch = args_->prefetch.value_or(250);
+    if (args_->count > 0) prefetch = static_cast<std::uint16_t>(std::min<std::uint64_t>(prefetch, args_->count));
+    prefetch_ = prefetch;
+    conn_->consume(
+        channel_, wire::BasicConsume{args_->queue, "", false, args_->no_ack}, prefetch,
+        [this](const engine::Message& m) { on_message(m); },
+        [this](const Error* cause) {
+          if (cause && !failed() && !done_) fail("consume " + args_->queue, *cause);
+        },
+        [this](const Error* e, const wire::Method*) {
+          if (e) fail("consume " + args_->queue, *e);
+        });
+  }
+
+  bool print(const engine::Message& m) {
+    if (args_->json) {
+      auto json = message_json(m);
+      if (!json.ok()) {
+        fail("message " + std::to_string(m.delivery_tag), json.error());
+        return false;
+      }
+      std::cout << json->dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+    } else {
+      std::cout.write(reinterpret_cast<const char*>(m.body.data()), static_cast<std::streamsize>(m.body.size()));
+      std::cout << '\n';
+    }
+    std::cout.flush();
+    return true;
+  }
+
+  void on_message(const engine::Message& m) {
+    if (done_ || failed()) return;
+    if (!print(m)) return;
+    ++received_;
+    if (!args_->no_ack) {
+      // Acking message i lets the broker send message i + prefetch: hold back the acks that
+      // would let it send past the count, and ack them all together at the end.
+      const bool last = args_->count > 0 && received_ == args_->count;
+      if (args_->count == 0 || received_ + prefetch_ <= args_->count || last) {
+        if (auto r = conn_->ack(m.channel, m.delivery_tag, /*multiple=*/last); !r.ok())
+          return fail("ack", r.error());
+      }
+    }
+    if (args_->count > 0 && received_ == args_->count) {
+      done_ = true;
+      finish();
+    }
+  }
+
+  void get_next() {
+    conn_->get(channel_, wire::BasicGet{args_->queue, true}, [this](const Error* e, const engine::Message* m) {
+      if (e) return fail("get " + args_->queue, *e);
+      if (done_ || failed()) return;
+      if (!m) {  // empty: look again shortly (the deadline, if any, ends the wait)
+        if (!poll_timer_) poll_timer_ = driver().timer([this] { get_next(); });
+        poll_timer_->arm(driver().now() + std::chrono::milliseconds(50));
+        return;
+      }
+      if (!print(*m)) return;
+      if (++received_ == args_->count) {
+        done_ = true;
+        return finish();
+      }
+      get_next();
+    });
+  }
+
+  void timed_out() {
+    if (done_ || failed()) return;
+    if (poll_timer_) poll_timer_->cancel();
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", *args_->timeout_s);
+    std::string why = "timed out after " + std::string(seconds) + " s with " + std::to_string(received_) + " message(s)";
+    if (args_->count > 0) why += " of " + std::to_string(args_->count);
+    fail_text("consume " + args_->queue, why);
+  }
+
+  std::shared_ptr<ConsumeArgs> args_;
+  engine::Instant started_ = std::chrono::steady_clock::now();
+  std::unique_ptr<client::Timer> deadline_timer_, poll_timer_;
+  std::uint64_t received_ = 0;
+  std::uint64_t prefetch_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace
+
+void add_consume(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<ConsumeArgs>();
+  auto* cmd = app.add_subcommand("consume", "print messages from a queue, one per line, acking each after printing");
+  add_common_options(*cmd, args->common);
+  cmd->add_option("--queue", args->queue, "the queue")->required();
+  cmd->add_option("--count", args->count, "exit 0 after this many messages (default: no limit)");
+  cmd->add_option("--prefetch", args->prefetch, "unacked messages the broker may send ahead (default 250)");
+  cmd->add_flag("--no-ack", args->no_ack, "the broker forgets each message once sent (at most once)");
+  cmd->add_option("--timeout", args->timeout_s, "exit 1 when this many seconds pass first (counted from the start)");
+  cmd->add_flag("--json", args->json, "one JSON object per message: body, exchange, routing_key, ... headers");
+  cmd->callback([&run, args] { run = [args] { return ConsumeJob(args).run(); }; });
+}
+
+}  // namespace warren::cli

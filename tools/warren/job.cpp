@@ -1,0 +1,121 @@
+#include "job.hpp"
+
+#include <system_error>
+
+namespace warren::cli {
+
+std::string describe(const Error& error) {
+  // A driver's dial and socket errors carry the system's code; their detail already reads
+  // "connect 127.0.0.1:5999: connection refused".
+  if (error.code.category() != warren::error_category() && !error.detail.empty()) return error.detail;
+  return error.to_string();
+}
+
+void report(std::string_view what, std::string_view why) {
+  if (what.empty()) std::fprintf(stderr, "warren: %.*s\n", static_cast<int>(why.size()), why.data());
+  else
+    std::fprintf(stderr, "warren: %.*s: %.*s\n", static_cast<int>(what.size()), what.data(),
+                 static_cast<int>(why.size()), why.data());
+}
+
+int Job::run() {
+  if (common_.urls.empty()) common_.urls.emplace_back(default_url);
+  for (const auto& text : common_.urls) {
+    auto url = client::parse_url(text);
+    if (!url.ok()) {
+      report("", describe(url.error()));
+      return exit_usage;
+    }
+    urls_.push_back(std::move(*url));
+  }
+  if (auto ok = validate(); !ok.ok()) {
+    report("", describe(ok.error()));
+    return exit_usage;
+  }
+  runtime_ = make_runtime(common_.driver);
+  if (!runtime_) {
+    report("--driver", "expected uv or asio, not '" + common_.driver + "'");
+    return exit_usage;
+  }
+  connect_another([this](const Error* e, std::shared_ptr<client::Connection> c) {
+    if (e) return fail("", *e);
+    conn_ = std::move(c);
+    conn_->open_channel([this](const Error* e, engine::ChannelId ch) {
+      if (e) return fail("channel.open", *e);
+      channel_ = ch;
+      start();
+    });
+  });
+  runtime_->run();
+  return exit_code_;
+}
+
+void Job::connect_another(std::function<void(const Error*, std::shared_ptr<client::Connection>)> done) {
+  connect_from(0, std::make_shared<decltype(done)>(std::move(done)));
+}
+
+void Job::connect_from(std::size_t index,
+                       std::shared_ptr<std::function<void(const Error*, std::shared_ptr<client::Connection>)>> done) {
+  auto holder = std::make_shared<std::shared_ptr<client::Connection>>();
+  *holder = client::Connection::connect(driver(), urls_[index], options(), [this, index, done, holder](const Error* e) {
+    auto c = std::move(*holder);
+    if (e) {
+      // Refused credentials are not a host problem: another URL is not tried for them.
+      if (index + 1 < urls_.size() && e->code != make_error_code(errc::access_refused))
+        return connect_from(index + 1, done);
+      return (*done)(e, nullptr);
+    }
+    track(c);
+    (*done)(nullptr, std::move(c));
+  });
+}
+
+void Job::ensure_queue(const std::string& queue, std::function<void(const Error*, std::uint32_t)> done) {
+  auto shared = std::make_shared<decltype(done)>(std::move(done));
+  conn_->open_channel([this, queue, shared](const Error* e, engine::ChannelId probe) {
+    if (e) return (*shared)(e, 0);
+    conn_->queue_declare(probe, wire::QueueDeclare{queue, true}, [this, queue, shared, probe](const Error* e, const wire::Method* m) {
+      if (!e) {
+        conn_->close_channel(probe, [](const Error*, const wire::Method*) {});
+        return (*shared)(nullptr, std::get<wire::QueueDeclareOk>(*m).message_count);
+      }
+      if (e->reply_code != 404) return (*shared)(e, 0);
+      conn_->queue_declare(channel_, wire::QueueDeclare{queue}, [shared](const Error* e, const wire::Method* m) {
+        (*shared)(e, e ? 0 : std::get<wire::QueueDeclareOk>(*m).message_count);
+      });
+    });
+  });
+}
+
+void Job::track(std::shared_ptr<client::Connection> c) {
+  c->on_closed = [this](const Error& cause) {
+    if (!closing_) fail("", cause);
+  };
+  connections_.push_back(std::move(c));
+  if (closing_) close_all();
+}
+
+void Job::fail(std::string_view what, const Error& error, int code) { fail_text(what, describe(error), code); }
+
+void Job::fail_text(std::string_view what, std::string_view why, int code) {
+  // Once the work is done, what our own close ends (consumers, the connection) is no failure.
+  if (finished_ && exit_code_ == 0) return;
+  if (exit_code_ == 0) {  // the first failure is the one worth reading
+    report(what, why);
+    exit_code_ = code;
+  }
+  close_all();
+}
+
+void Job::finish() {
+  finished_ = true;
+  close_all();
+}
+
+void Job::close_all() {
+  closing_ = true;
+  for (auto& c : connections_)
+    if (c->is_open()) c->close([](const Error*) {});
+}
+
+}  // namespace warren::cli

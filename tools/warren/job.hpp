@@ -1,0 +1,82 @@
+// One run of a subcommand: parse the URLs, pick the loop, connect (each --url in turn, each
+// URL's hosts in turn), open a channel, hand over to the command, and turn whatever goes
+// wrong into one line on stderr and a non-zero exit. A protocol fault or a lost connection
+// ends the run when it is seen, not when a later timeout runs out.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime.hpp"
+#include "warren/client/connection.hpp"
+
+namespace warren::cli {
+
+inline constexpr const char* default_url = "amqp://guest:guest@127.0.0.1:5672";
+
+// The options every subcommand takes.
+struct Common {
+  std::vector<std::string> urls;  // empty: default_url
+  std::string driver = "uv";
+};
+
+// Exit codes: 0 done, 1 the work failed (broker said no, timeout, nack), 2 the command line
+// was wrong.
+inline constexpr int exit_failed = 1;
+inline constexpr int exit_usage = 2;
+
+// "connect 127.0.0.1:5999: connection refused", "access refused (403): ...": a dial error
+// already says what and why; warren's own errors say their kind first.
+[[nodiscard]] std::string describe(const Error& error);
+// Prints "warren: <what>: <why>" (or "warren: <why>" when `what` is empty).
+void report(std::string_view what, std::string_view why);
+
+class Job {
+ public:
+  explicit Job(Common common) : common_(std::move(common)) {}
+  virtual ~Job() = default;
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // Runs the command to its end and returns the exit code.
+  int run();
+
+ protected:
+  // The connection is up and channel_ is open.
+  virtual void start() = 0;
+  // The command's own checks before anything is dialled; an error is a usage error.
+  [[nodiscard]] virtual Result<void> validate() { return {}; }
+  virtual client::ClientOptions options() { return {}; }
+
+  void fail(std::string_view what, const Error& error, int code = exit_failed);
+  void fail_text(std::string_view what, std::string_view why, int code = exit_failed);
+  void finish();  // success: close cleanly, then exit with exit_code_
+  [[nodiscard]] bool failed() const noexcept { return exit_code_ != 0; }
+  [[nodiscard]] client::Driver& driver() { return runtime_->driver(); }
+  // Opens one more connection to the same URLs (perf: one per producer and consumer).
+  void connect_another(std::function<void(const Error*, std::shared_ptr<client::Connection>)> done);
+  void track(std::shared_ptr<client::Connection> c);  // closed with the job
+  // The queue as it is, or declared non-durable when it is missing; `done` gets its message
+  // count. The passive check runs on a channel of its own, since a 404 closes it.
+  void ensure_queue(const std::string& queue, std::function<void(const Error*, std::uint32_t messages)> done);
+
+  std::shared_ptr<client::Connection> conn_;
+  engine::ChannelId channel_ = 0;
+  int exit_code_ = 0;
+
+ private:
+  void connect_from(std::size_t index, std::shared_ptr<std::function<void(const Error*, std::shared_ptr<client::Connection>)>> done);
+  void close_all();
+
+  Common common_;
+  std::vector<client::ConnectionUrl> urls_;
+  std::unique_ptr<Runtime> runtime_;
+  std::vector<std::shared_ptr<client::Connection>> connections_;
+  bool closing_ = false;
+  bool finished_ = false;  // finish() was called: the run succeeded
+};
+
+}  // namespace warren::cli

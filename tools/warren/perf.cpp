@@ -1,0 +1,378 @@
+// warren perf: a load tool with RabbitMQ PerfTest's flags where they exist. Each producer
+// and each consumer has a connection of its own, all on one loop. Bodies carry their send
+// time (steady clock, nanoseconds) in their first 8 bytes, so consumers measure latency.
+// CPU is the process's user + system time (getrusage) over the measured phase; CPU per
+// message divides it by the larger of messages sent and messages received.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+
+#include "commands.hpp"
+#include "histogram.hpp"
+#include "message_json.hpp"
+
+namespace warren::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct PerfArgs {
+  Common common;
+  int producers = 1, consumers = 1;
+  std::size_t size = 12;
+  std::uint64_t producer_count = 0, consumer_count = 0;  // 0: no limit
+  std::uint32_t confirm_window = 0;                      // 0: no confirms
+  std::uint16_t prefetch = 250;
+  bool auto_ack = false;
+  std::uint32_t multi_ack = 0;  // ack with multiple every N; 0 (or 1): each
+  std::string queue;
+  double seconds = 0;  // 0: until the counts are reached
+  bool json = false;
+};
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+long peak_rss_kb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+class PerfJob;
+
+struct Producer {
+  std::shared_ptr<client::Connection> conn;
+  engine::ChannelId channel = 0;
+  std::uint64_t sent = 0;
+  std::uint64_t settled_through = 0;  // highest publish id settled (confirms come in order)
+  std::uint64_t first_id = 0;         // id of the first publish, to turn ids into counts
+  bool done = false;
+};
+
+struct Consumer {
+  std::shared_ptr<client::Connection> conn;
+  engine::ChannelId channel = 0;
+  std::uint64_t received = 0;
+  std::uint64_t unacked = 0;
+  std::uint64_t last_tag = 0;
+  bool done = false;
+};
+
+class PerfJob final : public Job {
+ public:
+  explicit PerfJob(std::shared_ptr<PerfArgs> args) : Job(args->common), args_(std::move(args)) {}
+
+ private:
+  Result<void> validate() override {
+    const auto& a = *args_;
+    if (a.producers < 0 || a.consumers < 0) return make_error(errc::invalid_argument, "-x and -y must not be negative");
+    if (a.producers == 0 && a.consumers == 0) return make_error(errc::invalid_argument, "nothing to do: -x 0 -y 0");
+    if (a.producers == 0 && a.queue.empty())
+      return make_error(errc::invalid_argument, "-x 0 reads what is already in a queue: give it with -u");
+    if (a.seconds < 0 || !std::isfinite(a.seconds)) return make_error(errc::invalid_argument, "-z must be a number of seconds");
+    if (a.producers > 0 && a.producer_count == 0 && a.seconds == 0)
+      return make_error(errc::invalid_argument, "unbounded run: give -C (messages per producer) or -z (seconds)");
+    body_.assign(a.size, 'w');
+    return {};
+  }
+
+  void start() override {
+    auto declared = [this](const Error* e, std::uint32_t messages) {
+      if (e) return fail("queue " + queue_, *e);
+      initial_messages_ = messages;
+      connect_workers();
+    };
+    if (!args_->queue.empty()) {
+      queue_ = args_->queue;
+      return ensure_queue(queue_, declared);
+    }
+    conn_->queue_declare(channel_, wire::QueueDeclare{""}, [this, declared](const Error* e, const wire::Method* m) {
+      if (e) return fail("queue.declare", *e);
+      queue_ = std::string(std::get<wire::QueueDeclareOk>(*m).queue);
+      delete_queue_ = true;
+      declared(nullptr, 0);
+    });
+  }
+
+  void connect_workers() {
+    producers_.resize(static_cast<std::size_t>(args_->producers));
+    consumers_.resize(static_cast<std::size_t>(args_->consumers));
+    pending_setup_ = args_->producers + args_->consumers;
+    for (auto& p : producers_) setup_producer(p);
+    for (auto& c : consumers_) setup_consumer(c);
+  }
+
+  // Connection, channel, and confirm mode when asked for; publishing starts once every
+  // worker is ready, so consumers are listening before the first message.
+  void setup_producer(Producer& p) {
+    connect_another([this, &p](const Error* e, std::shared_ptr<client::Connection> c) {
+      if (e) return fail("producer connect", *e);
+      p.conn = std::move(c);
+      p.conn->open_channel([this, &p](const Error* e, engine::ChannelId ch) {
+        if (e) return fail("producer channel.open", *e);
+        p.channel = ch;
+        p.conn->on_writable = [this, &p] { publish_more(p); };
+        p.conn->on_publish_done = [this, &p](const engine::PublishDone& d) { on_settled(p, d); };
+        if (args_->confirm_window == 0) return worker_ready();
+        p.conn->confirm_select(ch, [this](const Error* e, const wire::Method*) {
+          if (e) return fail("confirm.select", *e);
+          worker_ready();
+        });
+      });
+    });
+  }
+
+  void setup_consumer(Consumer& c) {
+    connect_another([this, &c](const Error* e, std::shared_ptr<client::Connection> conn) {
+      if (e) return fail("consumer connect", *e);
+      c.conn = std::move(conn);
+      c.conn->open_channel([this, &c](const Error* e, engine::ChannelId ch) {
+        if (e) return fail("consumer channel.open", *e);
+        c.channel = ch;
+        c.conn->consume(
+            ch, wire::BasicConsume{queue_, "", false, args_->auto_ack}, args_->prefetch,
+            [this, &c](const engine::Message& m) { on_message(c, m); },
+            [this](const Error* cause) {
+              if (cause && !finished_) fail("consumer", *cause);
+            },
+            [this](const Error* e, const wire::Method*) {
+              if (e) return fail("basic.consume " + queue_, *e);
+              worker_ready();
+            });
+      });
+    });
+  }
+
+  void worker_ready() {
+    if (--pending_setup_ > 0) return;
+    started_ = Clock::now();
+    cpu_start_ = cpu_seconds();
+    if (args_->seconds > 0) {
+      stop_timer_ = driver().timer([this] { end(); });
+      stop_timer_->arm(started_ + std::chrono::duration_cast<engine::Duration>(std::chrono::duration<double>(args_->seconds)));
+    }
+    if (!args_->json && isatty(STDOUT_FILENO)) {
+      progress_timer_ = driver().timer([this] { progress(); });
+      progress_at_ = started_ + std::chrono::seconds(1);
+      progress_timer_->arm(progress_at_);
+    }
+    for (auto& p : producers_) publish_more(p);
+    check_done();
+  }
+
+  void publish_more(Producer& p) {
+    const auto limit = args_->producer_count;
+    const auto window = args_->confirm_window;
+    while (!p.done && !finished_) {
+      if (limit > 0 && p.sent == limit) break;
+      if (window > 0 && p.sent - settled_count(p) >= window) return;  // a confirm calls again
+      if (p.conn->congested()) return;                                // on_writable does
+      if (body_.size() >= 8) {
+        const std::uint64_t t = now_ns();
+        std::memcpy(body_.data(), &t, 8);
+      }
+      auto id = p.conn->publish(p.channel, wire::BasicPublish{"", queue_}, {},
+                                std::as_bytes(std::span{body_.data(), body_.size()}));
+      if (!id.ok()) return fail("publish", id.error());
+      if (p.sent++ == 0) p.first_id = *id;
+    }
+    producer_maybe_done(p);
+  }
+
+  std::uint64_t settled_count(const Producer& p) const {
+    return p.settled_through == 0 ? 0 : p.settled_through - p.first_id + 1;
+  }
+
+  void on_settled(Producer& p, const engine::PublishDone& d) {
+    if (d.outcome != engine::PublishOutcome::confirmed && d.outcome != engine::PublishOutcome::written)
+      return fail("publish", d.cause);
+    p.settled_through = std::max<std::uint64_t>(p.settled_through, d.last);
+    if (args_->confirm_window > 0) {
+      publish_more(p);
+    }
+  }
+
+  void producer_maybe_done(Producer& p) {
+    if (p.done || args_->producer_count == 0 || p.sent < args_->producer_count) return;
+    if (args_->confirm_window > 0 && settled_count(p) < p.sent) return;
+    p.done = true;
+    check_done();
+  }
+
+  void on_message(Consumer& c, const engine::Message& m) {
+    if (c.done || finished_) return;
+    ++c.received;
+    ++received_total_;
+    if (args_->producers > 0 && m.body.size() >= 8) {
+      std::uint64_t t;
+      std::memcpy(&t, m.body.data(), 8);
+      const std::uint64_t now = now_ns();
+      if (now >= t) latency_.record(now - t);
+    }
+    if (!args_->auto_ack) {
+      ++c.unacked;
+      c.last_tag = m.delivery_tag;
+      if (args_->multi_ack <= 1 || c.unacked >= args_->multi_ack) ack(c);
+    }
+    const bool own_limit = args_->consumer_count > 0 && c.received == args_->consumer_count;
+    if (own_limit) {
+      c.done = true;
+      if (c.unacked) ack(c);
+    }
+    check_done();
+  }
+
+  void ack(Consumer& c) {
+    if (auto r = c.conn->ack(c.channel, c.last_tag, args_->multi_ack > 1); !r.ok()) return fail("ack", r.error());
+    c.unacked = 0;
+  }
+
+  // Everything expected is in: producers settled (or, with no consumers and no confirms, the
+  // broker holds what was sent), consumers have their counts (or all that was sent).
+  void check_done() {
+    if (finished_ || pending_setup_ > 0) return;
+    for (const auto& p : producers_)
+      if (!p.done) return;
+    std::uint64_t sent = 0;
+    for (const auto& p : producers_) sent += p.sent;
+    if (consumers_.empty()) {
+      if (args_->confirm_window == 0) return wait_until_held(sent);
+      return end();
+    }
+    if (args_->consumer_count > 0) {
+      for (const auto& c : consumers_)
+        if (!c.done) return;
+      return end();
+    }
+    const std::uint64_t expected = producers_.empty() ? initial_messages_ : sent;
+    if (received_total_ >= expected) end();
+  }
+
+  // Without confirms "sent" means written to the socket; the run ends when the broker says
+  // the queue holds the messages.
+  void wait_until_held(std::uint64_t sent) {
+    if (holding_check_) return;
+    holding_check_ = true;
+    conn_->queue_declare(channel_, wire::QueueDeclare{queue_, true}, [this, sent](const Error* e, const wire::Method* m) {
+      if (e) return fail("queue.declare " + queue_, *e);
+      holding_check_ = false;
+      if (std::get<wire::QueueDeclareOk>(*m).message_count >= initial_messages_ + sent) return end();
+      if (!poll_timer_) poll_timer_ = driver().timer([this] { check_done(); });
+      poll_timer_->arm(driver().now() + std::chrono::milliseconds(5));
+    });
+  }
+
+  void progress() {
+    std::uint64_t sent = 0;
+    for (const auto& p : producers_) sent += p.sent;
+    const double s = std::chrono::duration<double>(Clock::now() - started_).count();
+    std::printf("\r%6.1f s  sent %9llu (%8.0f msg/s)  received %9llu (%8.0f msg/s)", s, static_cast<unsigned long long>(sent),
+                static_cast<double>(sent - last_sent_), static_cast<unsigned long long>(received_total_),
+                static_cast<double>(received_total_ - last_received_));
+    std::fflush(stdout);
+    last_sent_ = sent;
+    last_received_ = received_total_;
+    progress_at_ += std::chrono::seconds(1);
+    progress_timer_->arm(progress_at_);
+  }
+
+  void end() {
+    if (finished_) return;
+    finished_ = true;
+    const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+    const double cpu = cpu_seconds() - cpu_start_;
+    if (progress_timer_) {
+      progress_timer_->cancel();
+      std::printf("\n");
+    }
+    if (stop_timer_) stop_timer_->cancel();
+    std::uint64_t sent = 0, confirmed = 0;
+    for (const auto& p : producers_) {
+      sent += p.sent;
+      if (args_->confirm_window > 0) confirmed += settled_count(p);
+    }
+    const double per = static_cast<double>(std::max<std::uint64_t>({sent, received_total_, 1}));
+    Json out;
+    out["sent"] = sent;
+    out["confirmed"] = confirmed;
+    out["received"] = received_total_;
+    out["seconds"] = seconds;
+    out["send_rate"] = seconds > 0 ? static_cast<double>(sent) / seconds : 0.0;
+    out["receive_rate"] = seconds > 0 ? static_cast<double>(received_total_) / seconds : 0.0;
+    out["cpu_seconds"] = cpu;
+    out["cpu_us_per_msg"] = cpu * 1e6 / per;
+    out["latency_us"] = {{"p50", static_cast<double>(latency_.quantile_ns(0.5)) / 1000.0},
+                         {"p99", static_cast<double>(latency_.quantile_ns(0.99)) / 1000.0}};
+    out["peak_rss_kb"] = peak_rss_kb();
+    if (args_->json) {
+      std::cout << out.dump() << std::endl;
+    } else {
+      std::printf("sent %llu (%.0f msg/s), confirmed %llu, received %llu (%.0f msg/s) in %.3f s\n",
+                  static_cast<unsigned long long>(sent), out["send_rate"].get<double>(),
+                  static_cast<unsigned long long>(confirmed), static_cast<unsigned long long>(received_total_),
+                  out["receive_rate"].get<double>(), seconds);
+      std::printf("cpu %.3f s, %.3f us/msg; latency p50 %.0f us, p99 %.0f us; peak RSS %ld KiB\n", cpu,
+                  out["cpu_us_per_msg"].get<double>(), out["latency_us"]["p50"].get<double>(),
+                  out["latency_us"]["p99"].get<double>(), peak_rss_kb());
+    }
+    if (delete_queue_) {
+      conn_->queue_delete(channel_, wire::QueueDelete{queue_}, [this](const Error*, const wire::Method*) { finish(); });
+    } else {
+      finish();
+    }
+  }
+
+  std::shared_ptr<PerfArgs> args_;
+  std::string queue_;
+  bool delete_queue_ = false;
+  std::uint32_t initial_messages_ = 0;
+  std::string body_;
+  std::vector<Producer> producers_;
+  std::vector<Consumer> consumers_;
+  int pending_setup_ = 0;
+  std::uint64_t received_total_ = 0;
+  Clock::time_point started_;
+  double cpu_start_ = 0;
+  Histogram latency_;
+  std::unique_ptr<client::Timer> stop_timer_, progress_timer_, poll_timer_;
+  Clock::time_point progress_at_;
+  std::uint64_t last_sent_ = 0, last_received_ = 0;
+  bool holding_check_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+void add_perf(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<PerfArgs>();
+  auto* cmd = app.add_subcommand("perf", "a load test with RabbitMQ PerfTest's flags");
+  add_common_options(*cmd, args->common);
+  cmd->add_option("-x,--producers", args->producers, "producers, each on its own connection (default 1)");
+  cmd->add_option("-y,--consumers", args->consumers, "consumers, each on its own connection (default 1)");
+  cmd->add_option("-s,--size", args->size, "body size in bytes (default 12)");
+  cmd->add_option("-C,--pmessages", args->producer_count, "messages per producer (default: until -z)");
+  cmd->add_option("-D,--cmessages", args->consumer_count, "messages per consumer (default: all that were sent)");
+  cmd->add_option("-c,--confirm", args->confirm_window, "confirm window: unconfirmed messages in flight at most (0: no confirms)");
+  cmd->add_option("-q,--qos", args->prefetch, "consumer prefetch (default 250)");
+  cmd->add_flag("-a,--autoack", args->auto_ack, "consume without acks");
+  cmd->add_option("-A,--multi-ack-every", args->multi_ack, "ack with multiple every N messages (default: each)");
+  cmd->add_option("-u,--queue", args->queue, "the queue (declared non-durable if missing; default: a new one, deleted after)");
+  cmd->add_option("-z,--time", args->seconds, "stop after this many seconds");
+  cmd->add_flag("--json", args->json, "one summary line of JSON");
+  cmd->callback([&run, args] { run = [args] { return PerfJob(args).run(); }; });
+}
+
+}  // namespace warren::cli

@@ -1,0 +1,170 @@
+// warren publish: messages from --body, --body-file, --count x --size, or one per line of
+// standard input. With --confirm it waits for every confirm and names the first message the
+// broker nacked or returned.
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+
+#include "commands.hpp"
+#include "values.hpp"
+#include "warren/engine/describe.hpp"
+
+namespace warren::cli {
+namespace {
+
+struct PublishArgs {
+  Common common;
+  std::string exchange, routing_key;
+  bool confirm = false, mandatory = false, persistent = false;
+  std::vector<std::string> headers, properties;
+  std::optional<std::string> body, body_file;
+  std::optional<std::uint64_t> count;
+  std::optional<std::size_t> size;
+};
+
+// Where the bodies come from, one at a time.
+class Bodies {
+ public:
+  virtual ~Bodies() = default;
+  virtual std::optional<std::string_view> next() = 0;
+};
+
+class RepeatedBody final : public Bodies {  // --body, --body-file, --size: the same bytes N times
+ public:
+  RepeatedBody(std::string body, std::uint64_t count) : body_(std::move(body)), left_(count) {}
+  std::optional<std::string_view> next() override {
+    if (left_ == 0) return std::nullopt;
+    --left_;
+    return body_;
+  }
+
+ private:
+  std::string body_;
+  std::uint64_t left_;
+};
+
+// One message per line; only the "\n" is stripped, so "\r" and empty lines stay as they are.
+// A final line without "\n" is a message too.
+class StdinLines final : public Bodies {
+ public:
+  std::optional<std::string_view> next() override {
+    if (!std::getline(std::cin, line_)) return std::nullopt;
+    return line_;
+  }
+
+ private:
+  std::string line_;
+};
+
+class PublishJob final : public Job {
+ public:
+  explicit PublishJob(std::shared_ptr<PublishArgs> args) : Job(args->common), args_(std::move(args)) {}
+
+ private:
+  static constexpr std::uint64_t window = 1000;  // unconfirmed publishes in flight at most
+
+  Result<void> validate() override {
+    int sources = (args_->body ? 1 : 0) + (args_->body_file ? 1 : 0) + (args_->size ? 1 : 0);
+    if (sources > 1) return make_error(errc::invalid_argument, "give one of --body, --body-file and --size");
+    if (args_->count && sources == 0)
+      return make_error(errc::invalid_argument, "--count needs --size, --body or --body-file (standard input sends one message a line)");
+    for (const auto& h : args_->headers)
+      if (auto r = add_typed_entry(headers_, h, Untyped::string); !r.ok())
+        return make_error(errc::invalid_argument, "--header " + r.error().detail);
+    for (const auto& p : args_->properties)
+      if (auto r = properties_.set(p); !r.ok()) return make_error(errc::invalid_argument, "--property " + r.error().detail);
+    if (args_->persistent) properties_.set_persistent();
+    properties_.set_headers(headers_);
+    const std::uint64_t count = args_->count.value_or(1);
+    if (args_->body) {
+      bodies_ = std::make_unique<RepeatedBody>(*args_->body, count);
+    } else if (args_->body_file) {
+      std::ifstream file(*args_->body_file, std::ios::binary);
+      if (!file) return make_error(errc::invalid_argument, "--body-file " + *args_->body_file + ": cannot be read");
+      std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+      if (file.bad()) return make_error(errc::invalid_argument, "--body-file " + *args_->body_file + ": read failed");
+      bodies_ = std::make_unique<RepeatedBody>(std::move(bytes), count);
+    } else if (args_->size) {
+      bodies_ = std::make_unique<RepeatedBody>(std::string(*args_->size, 'w'), count);
+    } else {
+      bodies_ = std::make_unique<StdinLines>();
+    }
+    return {};
+  }
+
+  void start() override {
+    conn_->on_writable = [this] { publish_more(); };
+    if (!args_->confirm) return publish_more();
+    conn_->confirm_select(channel_, [this](const Error* e, const wire::Method*) {
+      if (e) return fail("confirm.select", *e);
+      publish_more();
+    });
+  }
+
+  void publish_more() {
+    while (!failed() && !input_done_) {
+      if (args_->confirm && sent_ - settled_ >= window) return;  // a confirm will call again
+      if (conn_->congested()) return;                            // on_writable will
+      auto body = bodies_->next();
+      if (!body) {
+        input_done_ = true;
+        break;
+      }
+      const std::uint64_t number = ++sent_;
+      conn_->publish(channel_, wire::BasicPublish{args_->exchange, args_->routing_key, args_->mandatory},
+                     properties_.properties(), std::as_bytes(std::span{body->data(), body->size()}),
+                     [this, number](engine::PublishOutcome outcome, const Error& cause) { settled(number, outcome, cause); });
+    }
+    if (input_done_ && settled_ == sent_ && !failed()) finish();
+  }
+
+  void settled(std::uint64_t number, engine::PublishOutcome outcome, const Error& cause) {
+    ++settled_;
+    using engine::PublishOutcome;
+    if (outcome != PublishOutcome::confirmed && outcome != PublishOutcome::written) {
+      std::string why;
+      if (outcome == PublishOutcome::returned)
+        why = "returned " + std::to_string(cause.reply_code) + " " + cause.detail;
+      else if (outcome == PublishOutcome::nacked)
+        why = "nacked by the broker";
+      else
+        why = std::string(engine::to_string(outcome)) + ": " + describe(cause);
+      return fail_text("message " + std::to_string(number), why);
+    }
+    publish_more();
+  }
+
+  std::shared_ptr<PublishArgs> args_;
+  wire::FieldTable headers_;
+  MessageProperties properties_;
+  std::unique_ptr<Bodies> bodies_;
+  std::uint64_t sent_ = 0, settled_ = 0;
+  bool input_done_ = false;
+};
+
+}  // namespace
+
+void add_publish(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<PublishArgs>();
+  auto* cmd = app.add_subcommand("publish", "publish messages (one per line of standard input by default)");
+  add_common_options(*cmd, args->common);
+  cmd->add_option("--exchange", args->exchange, "the exchange (default: the default exchange \"\")");
+  cmd->add_option("--routing-key", args->routing_key, "the routing key");
+  cmd->add_flag("--confirm", args->confirm, "wait for the broker's confirms; exit 1 on a nack or return");
+  cmd->add_flag("--mandatory", args->mandatory, "ask the broker to return unroutable messages (reported with --confirm)");
+  cmd->add_flag("--persistent", args->persistent, "delivery_mode 2");
+  cmd->add_option("--header", args->headers, "K=V (long string), K:int=V, K:bool=true|false, K:float=V")->type_name("K=V");
+  cmd->add_option("--property", args->properties,
+                  "NAME=VALUE: content_type, content_encoding, delivery_mode, priority, correlation_id, reply_to, "
+                  "expiration, message_id, timestamp, type, user_id, app_id")
+      ->type_name("NAME=VALUE");
+  cmd->add_option("--body", args->body, "one message with this text");
+  cmd->add_option("--body-file", args->body_file, "one message with this file's bytes, unchanged");
+  cmd->add_option("--count", args->count, "send the body this many times")->check(CLI::PositiveNumber);
+  cmd->add_option("--size", args->size, "bodies of exactly this many bytes (with --count)")->check(CLI::NonNegativeNumber);
+  cmd->callback([&run, args] { run = [args] { return PublishJob(args).run(); }; });
+}
+
+}  // namespace warren::cli

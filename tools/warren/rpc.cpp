@@ -1,0 +1,116 @@
+// warren rpc serve: answers each request on a queue with its body upper-cased.
+// warren rpc call: sends one request over direct reply-to and prints the reply.
+#include <cmath>
+#include <iostream>
+
+#include "commands.hpp"
+#include "warren/client/rpc.hpp"
+
+namespace warren::cli {
+namespace {
+
+struct RpcArgs {
+  Common common;
+  std::string queue;
+  std::uint64_t count = 0;  // serve: 0 = until interrupted
+  std::string body;
+  double timeout_s = 10;
+};
+
+std::string upper(std::span<const std::byte> bytes) {
+  std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  for (auto& c : text)
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  return text;
+}
+
+class ServeJob final : public Job {
+ public:
+  explicit ServeJob(std::shared_ptr<RpcArgs> args) : Job(args->common), args_(std::move(args)) {}
+
+ private:
+  void start() override {
+    ensure_queue(args_->queue, [this](const Error* e, std::uint32_t) {
+      if (e) return fail("rpc serve " + args_->queue, *e);
+      server_ = client::RpcServer::start(
+          conn_, channel_, args_->queue,
+          [this](const engine::Message& request) {
+            if (args_->count > 0 && ++answered_ == args_->count) driver().post([this] { finish(); });
+            return upper(request.body);
+          },
+          [this](const Error* e) {
+            if (e) return fail("rpc serve " + args_->queue, *e);
+            std::cout << "serving " << args_->queue << std::endl;  // scripts wait for this line
+          });
+      server_->on_ended = [this](const Error& cause) { fail("rpc serve " + args_->queue, cause); };
+    });
+  }
+
+  std::shared_ptr<RpcArgs> args_;
+  std::shared_ptr<client::RpcServer> server_;
+  std::uint64_t answered_ = 0;
+};
+
+class CallJob final : public Job {
+ public:
+  explicit CallJob(std::shared_ptr<RpcArgs> args) : Job(args->common), args_(std::move(args)) {}
+
+ private:
+  Result<void> validate() override {
+    if (!std::isfinite(args_->timeout_s) || args_->timeout_s <= 0)
+      return make_error(errc::invalid_argument, "--timeout must be a positive number of seconds");
+    return {};
+  }
+
+  void start() override {
+    rpc_ = client::RpcClient::start(driver(), conn_, channel_, [this](const Error* e) {
+      if (e) return fail("rpc call " + args_->queue, *e);
+      auto timeout = std::chrono::duration_cast<engine::Duration>(std::chrono::duration<double>(args_->timeout_s));
+      rpc_->call("", args_->queue, {}, std::as_bytes(std::span{args_->body.data(), args_->body.size()}), timeout,
+                 [this](const Error* e, const engine::Message* reply) {
+                   if (e) {
+                     if (e->code == make_error_code(errc::timeout)) {
+                       char s[32];
+                       std::snprintf(s, sizeof s, "%g", args_->timeout_s);
+                       return fail_text("rpc call " + args_->queue, "timed out: no reply within " + std::string(s) + " s");
+                     }
+                     if (e->reply_code == 312) return fail_text("rpc call " + args_->queue, "returned 312 " + e->detail);
+                     return fail("rpc call " + args_->queue, *e);
+                   }
+                   std::cout.write(reinterpret_cast<const char*>(reply->body.data()),
+                                   static_cast<std::streamsize>(reply->body.size()));
+                   std::cout << std::endl;
+                   finish();
+                 });
+    });
+  }
+
+  std::shared_ptr<RpcArgs> args_;
+  std::shared_ptr<client::RpcClient> rpc_;
+};
+
+}  // namespace
+
+void add_rpc(CLI::App& app, Runner& run) {
+  auto* rpc = app.add_subcommand("rpc", "request/reply over direct reply-to");
+  rpc->require_subcommand(1);
+  {
+    auto args = std::make_shared<RpcArgs>();
+    auto* cmd = rpc->add_subcommand("serve", "answer requests on a queue with the body upper-cased");
+    add_common_options(*cmd, args->common);
+    cmd->add_option("--queue", args->queue, "the request queue (declared non-durable if missing)")->required();
+    cmd->add_option("--count", args->count, "exit 0 after answering this many requests (default: no limit)");
+    cmd->callback([&run, args] { run = [args] { return ServeJob(args).run(); }; });
+  }
+  {
+    auto args = std::make_shared<RpcArgs>();
+    auto* cmd = rpc->add_subcommand("call", "send one request and print the reply");
+    add_common_options(*cmd, args->common);
+    cmd->add_option("--queue", args->queue, "the request queue")->required();
+    cmd->add_option("--body", args->body, "the request")->required();
+    cmd->add_option("--timeout", args->timeout_s, "seconds to wait for the reply (default 10)");
+    cmd->callback([&run, args] { run = [args] { return CallJob(args).run(); }; });
+  }
+}
+
+}  // namespace warren::cli
