@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark: warren (libuv and Asio drivers) and rabbitmq-c on one throwaway
+# broker, the same three workloads, several rounds, medians. Writes a Markdown table and a
+# PNG chart.
+#   bench/compare.sh [--rounds N] [--count N] [--out DIR]   (default: 5, 200000, docs/)
+# W1 publish N x 64 B without confirms to a non-durable queue, until the broker holds them;
+# W2 the same with confirms, at most 1,000 unconfirmed; W3 consume N pre-filled x 64 B with
+# prefetch 500 and a multiple ack every 100. The clients take turns in a rotating order.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=5
+count=200000
+out=docs
+while (($#)); do
+  case $1 in
+    --rounds) rounds=$2; shift 2 ;;
+    --count) count=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+scripts/setup-deps.sh
+[[ -f build-release/build.ninja ]] || meson setup build-release -Dbuildtype=release -Dtests=false >/dev/null
+ninja -C build-release tools/warren bench/rabbitmqc-perf >/dev/null
+warren=build-release/tools/warren
+rmqc=build-release/bench/rabbitmqc-perf
+
+broker_dir=$(mktemp -d /tmp/warren-bench-broker.XXXXXX)
+trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
+eval "$(scripts/broker-start.sh "$broker_dir" 0 | grep '^RMQ_')"
+url="amqp://127.0.0.1:$RMQ_PORT"
+results=$(mktemp)
+
+reset_queue() { "$warren" delete queue "$1" --url "$url" >/dev/null; }
+fill_queue() {
+  reset_queue "$1"
+  "$warren" perf -x 1 -y 0 -s 64 -C "$count" -c 1000 -u "$1" --json --url "$url" >/dev/null
+}
+# run CLIENT WORKLOAD: one measured run; appends {"client","workload",...} to the results.
+run() {
+  local client=$1 workload=$2 queue="bench-$2" line
+  case $workload in
+    W1) reset_queue "$queue" ;;
+    W2) reset_queue "$queue" ;;
+    W3) fill_queue "$queue" ;;
+  esac
+  case $client in
+    warren-uv | warren-asio)
+      local driver=${client#warren-}
+      case $workload in
+        W1) line=$("$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$count" -c 0 -u "$queue" --json --url "$url") ;;
+        W2) line=$("$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$count" -c 1000 -u "$queue" --json --url "$url") ;;
+        W3) line=$("$warren" perf --driver "$driver" -x 0 -y 1 -D "$count" -q 500 -A 100 -u "$queue" --json --url "$url") ;;
+      esac ;;
+    rabbitmq-c)
+      local kind
+      case $workload in W1) kind=publish ;; W2) kind=confirm ;; W3) kind=consume ;; esac
+      line=$("$rmqc" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$count") ;;
+  esac
+  echo "{\"client\":\"$client\",\"workload\":\"$workload\",\"result\":$line}" >>"$results"
+  echo "  $client $workload: $line"
+}
+
+clients=(warren-uv warren-asio rabbitmq-c)
+for ((r = 0; r < rounds; r++)); do
+  echo "round $((r + 1)) of $rounds"
+  for w in W1 W2 W3; do
+    for ((i = 0; i < ${#clients[@]}; i++)); do
+      run "${clients[(i + r) % ${#clients[@]}]}" "$w"
+    done
+  done
+done
+for q in bench-W1 bench-W2 bench-W3; do reset_queue "$q"; done
+
+mkdir -p "$out"
+/usr/bin/python3 bench/compare_report.py "$results" "$out" "$rounds" "$count" \
+  "$("$RMQ_CTL" version 2>/dev/null)" "$("$RMQ_CTL" eval 'erlang:system_info(otp_release).' 2>/dev/null | tr -d '"')"
+rm -f "$results"
