@@ -78,10 +78,12 @@ class ConsumeJob final : public Job {
     if (done_ || failed()) return;
     if (!print(m)) return;
     ++received_;
+    const bool last = args_->count > 0 && received_ == args_->count;
+    // The cancel goes out before the last ack, so the window that ack opens is never filled.
+    if (last && !args_->no_ack) conn_->cancel(m.channel, m.consumer_tag, [](const Error*, const wire::Method*) {});
     if (!args_->no_ack) {
       // Acking message i lets the broker send message i + prefetch: hold back the acks that
       // would let it send past the count, and ack them all together at the end.
-      const bool last = args_->count > 0 && received_ == args_->count;
       if (args_->count == 0 || received_ + prefetch_ <= args_->count || last) {
         if (auto r = conn_->ack(m.channel, m.delivery_tag, /*multiple=*/last); !r.ok())
           return fail("ack", r.error());

@@ -1,0 +1,318 @@
+"""The warren command line against the real test broker (RMQ_PORT, RMQ_CTL), plus scripted
+brokers for a corrupt frame and a silent peer. Every subcommand, on both drivers where the
+driver matters, and every error path the contract names."""
+import base64
+import datetime
+import decimal
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import uuid
+
+import pika
+
+sys.path.insert(0, os.path.dirname(__file__))
+import fake_broker  # noqa: E402
+
+WARREN = os.environ.get("WARREN", "")
+PORT = os.environ.get("RMQ_PORT", "")
+CTL = os.environ.get("RMQ_CTL", "")
+URL = f"amqp://guest:guest@127.0.0.1:{PORT}"
+
+
+def warren(*args, stdin=None, timeout=60, url=URL):
+    cmd = [WARREN, *args]
+    if url is not None:
+        cmd += ["--url", url]
+    return subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def queue_depth(queue):
+    out = subprocess.run([CTL, "-q", "list_queues", "name", "messages"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if parts[0] == queue:
+            return int(parts[1])
+    raise AssertionError(f"queue {queue} not listed")
+
+
+class Cli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not WARREN or not os.path.exists(WARREN):
+            raise RuntimeError("WARREN must name the built warren binary")
+        if not PORT or not CTL:
+            raise RuntimeError("RMQ_PORT and RMQ_CTL must name the test broker (scripts/test.sh sets them)")
+
+    def ok(self, result):
+        self.assertEqual(result.returncode, 0, result.stderr.decode(errors="replace"))
+        return result.stdout.decode()
+
+    def declare(self, queue=None, *args):
+        queue = queue or unique("cli")
+        self.ok(warren("declare", "queue", queue, *args))
+        self.addCleanup(lambda: warren("delete", "queue", queue))
+        return queue
+
+    # ---- publish and consume
+
+    def test_stdin_lines_are_messages_and_consume_prints_them(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = self.declare()
+                self.ok(warren("publish", "--routing-key", q, "--confirm", "--driver", driver, stdin=b"one\n\ntwo\r\nlast"))
+                out = self.ok(warren("consume", "--queue", q, "--count", "4", "--driver", driver))
+                self.assertEqual(out, "one\n\ntwo\r\nlast\n")
+                self.assertEqual(queue_depth(q), 0)
+
+    def test_consume_count_takes_exactly_n_and_leaves_the_rest_unredelivered(self):
+        q = self.declare()
+        self.ok(warren("publish", "--routing-key", q, "--confirm", "--body", "m", "--count", "10"))
+        self.ok(warren("consume", "--queue", q, "--count", "3", "--prefetch", "5"))
+        self.assertEqual(queue_depth(q), 7)
+        lines = self.ok(warren("consume", "--queue", q, "--count", "7", "--json")).splitlines()
+        self.assertEqual([json.loads(l)["redelivered"] for l in lines], [False] * 7)
+
+    def test_no_ack_with_count_loses_nothing(self):
+        q = self.declare()
+        self.ok(warren("publish", "--routing-key", q, "--confirm", "--body", "m", "--count", "5"))
+        self.assertEqual(self.ok(warren("consume", "--queue", q, "--count", "2", "--no-ack")), "m\nm\n")
+        self.assertEqual(queue_depth(q), 3)
+
+    def test_size_and_count_send_exact_bodies(self):
+        q = self.declare()
+        self.ok(warren("publish", "--routing-key", q, "--confirm", "--size", "1000", "--count", "3"))
+        lines = self.ok(warren("consume", "--queue", q, "--count", "3")).splitlines()
+        self.assertEqual([len(l) for l in lines], [1000] * 3)
+
+    def test_body_file_is_sent_unchanged_and_shown_as_base64(self):
+        q = self.declare()
+        data = bytes(range(256)) * 3
+        with tempfile.NamedTemporaryFile(delete=False) as f:
+            f.write(data)
+        self.addCleanup(os.unlink, f.name)
+        self.ok(warren("publish", "--routing-key", q, "--confirm", "--body-file", f.name))
+        m = json.loads(self.ok(warren("consume", "--queue", q, "--count", "1", "--json")))
+        self.assertNotIn("body", m)
+        self.assertEqual(base64.b64decode(m["body_base64"]), data)
+
+    def test_headers_and_properties_arrive_typed(self):
+        q = self.declare()
+        self.ok(warren("publish", "--routing-key", q, "--confirm", "--persistent", "--body", "héllo",
+                       "--header", "s=text", "--header", "n:int=-42", "--header", "b:bool=true", "--header", "f:float=2.5",
+                       "--property", "content_type=text/plain", "--property", "priority=3",
+                       "--property", "correlation_id=c1", "--property", "message_id=m1", "--property", "timestamp=1700000000",
+                       "--property", "app_id=cli", "--property", "type=t", "--property", "expiration=60000"))
+        m = json.loads(self.ok(warren("consume", "--queue", q, "--count", "1", "--json")))
+        self.assertEqual(m["body"], "héllo")
+        self.assertEqual(m["exchange"], "")
+        self.assertEqual(m["routing_key"], q)
+        self.assertEqual(m["redelivered"], False)
+        self.assertEqual(m["delivery_tag"], 1)
+        self.assertEqual(m["headers"], {"s": "text", "n": -42, "b": True, "f": 2.5})
+        self.assertEqual(m["properties"], {"content_type": "text/plain", "delivery_mode": 2, "priority": 3,
+                                           "correlation_id": "c1", "expiration": "60000", "message_id": "m1",
+                                           "timestamp": 1700000000, "type": "t", "app_id": "cli"})
+
+    def test_json_shows_every_field_table_type_from_another_client(self):
+        q = self.declare()
+        params = pika.ConnectionParameters(host="127.0.0.1", port=int(PORT))
+        with pika.BlockingConnection(params) as conn:
+            ch = conn.channel()
+            ch.basic_publish("", q, b"x", pika.BasicProperties(headers={
+                "nested": {"a": 1, "list": [1, "two", None]},
+                "dec": decimal.Decimal("1.23"),
+                "when": datetime.datetime(2024, 1, 2, 3, 4, 5),
+                "void": None,
+            }))
+        m = json.loads(self.ok(warren("consume", "--queue", q, "--count", "1", "--json")))
+        h = m["headers"]
+        self.assertEqual(h["nested"], {"a": 1, "list": [1, "two", None]})
+        self.assertEqual(h["dec"], {"decimal": "1.23"})
+        self.assertEqual(h["when"], {"timestamp": 1704164645})
+        self.assertIsNone(h["void"])
+        self.assertEqual(m["properties"], {})
+
+    def test_confirm_reports_a_returned_message(self):
+        r = warren("publish", "--routing-key", unique("nowhere"), "--confirm", "--mandatory", "--body", "x")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), "warren: message 1: returned 312 NO_ROUTE\n")
+
+    def test_confirm_reports_a_nack(self):
+        q = self.declare(None, "--arg", "x-max-length=1", "--arg", "x-overflow=reject-publish")
+        r = warren("publish", "--routing-key", q, "--confirm", "--body", "x", "--count", "2")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), "warren: message 2: nacked by the broker\n")
+
+    def test_consume_timeout_exits_1(self):
+        q = self.declare()
+        start = time.monotonic()
+        r = warren("consume", "--queue", q, "--count", "1", "--timeout", "1")
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"warren: consume {q}: timed out after 1 s with 0 message(s) of 1", r.stderr.decode())
+
+    # ---- topology
+
+    def test_declare_bind_publish_through_an_exchange_and_delete(self):
+        q = self.declare(None, "--durable", "--type", "quorum", "--arg", "x-max-length=100")
+        x = unique("cli-x")
+        self.ok(warren("declare", "exchange", x, "--type", "topic"))
+        self.ok(warren("bind", q, x, "--routing-key", "a.*"))
+        self.ok(warren("publish", "--exchange", x, "--routing-key", "a.b", "--confirm", "--mandatory", "--body", "via"))
+        self.assertEqual(self.ok(warren("consume", "--queue", q, "--count", "1")), "via\n")
+        listing = subprocess.run([CTL, "-q", "list_queues", "name", "type", "durable", "arguments"],
+                                 capture_output=True, text=True, check=True).stdout
+        row = next(l for l in listing.splitlines() if l.startswith(q + "\t"))
+        self.assertIn("quorum", row)
+        self.assertIn("true", row)
+        self.assertIn("x-max-length", row)
+        self.ok(warren("delete", "exchange", x))
+        r = warren("publish", "--exchange", x, "--routing-key", "a.b", "--confirm", "--body", "gone")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not found (404)", r.stderr.decode())
+
+    def test_declare_queue_prints_its_name_and_counts(self):
+        q = unique("cli")
+        self.addCleanup(lambda: warren("delete", "queue", q))
+        self.assertEqual(self.ok(warren("declare", "queue", q)), f"{q} messages=0 consumers=0\n")
+
+    def test_delete_queue_removes_it(self):
+        q = unique("cli")
+        self.ok(warren("declare", "queue", q))
+        self.ok(warren("delete", "queue", q))
+        r = warren("consume", "--queue", q, "--count", "1")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), f"warren: consume {q}: not found (404): NOT_FOUND - no queue '{q}' in vhost '/'\n")
+
+    # ---- rpc
+
+    def test_rpc_serve_and_call_on_both_drivers(self):
+        q = unique("cli-rpc")
+        self.addCleanup(lambda: warren("delete", "queue", q))
+        server = subprocess.Popen([WARREN, "rpc", "serve", "--queue", q, "--count", "2", "--url", URL],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(server.stdout.readline().decode(), f"serving {q}\n")
+        self.assertEqual(self.ok(warren("rpc", "call", "--queue", q, "--body", "hello")), "HELLO\n")
+        self.assertEqual(self.ok(warren("rpc", "call", "--queue", q, "--body", "Asio 1", "--driver", "asio")), "ASIO 1\n")
+        self.assertEqual(server.wait(timeout=30), 0, server.stderr.read().decode())
+
+    def test_rpc_call_to_a_missing_queue_fails_at_once(self):
+        q = unique("missing")
+        start = time.monotonic()
+        r = warren("rpc", "call", "--queue", q, "--body", "x", "--timeout", "30")
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), f"warren: rpc call {q}: returned 312 NO_ROUTE\n")
+
+    def test_rpc_call_without_a_server_times_out(self):
+        q = self.declare()
+        r = warren("rpc", "call", "--queue", q, "--body", "x", "--timeout", "1")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), f"warren: rpc call {q}: timed out: no reply within 1 s\n")
+
+    # ---- perf
+
+    def test_perf_json_summary(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                r = self.ok(warren("perf", "--driver", driver, "-x", "1", "-y", "1", "-s", "64", "-C", "2000", "-c", "100",
+                                   "-q", "100", "-A", "10", "--json"))
+                lines = r.splitlines()
+                self.assertEqual(len(lines), 1)  # no progress line: stdout is not a terminal
+                s = json.loads(lines[0])
+                self.assertEqual((s["sent"], s["confirmed"], s["received"]), (2000, 2000, 2000))
+                for key in ("seconds", "send_rate", "receive_rate", "cpu_seconds", "cpu_us_per_msg"):
+                    self.assertGreater(s[key], 0, key)
+                self.assertGreater(s["latency_us"]["p99"], 0)
+                self.assertGreaterEqual(s["latency_us"]["p99"], s["latency_us"]["p50"])
+
+    def test_perf_consumers_read_what_is_there(self):
+        q = self.declare()
+        self.ok(warren("publish", "--routing-key", q, "--confirm", "--size", "10", "--count", "300"))
+        s = json.loads(self.ok(warren("perf", "-x", "0", "-y", "1", "-u", q, "--json")))
+        self.assertEqual(s["received"], 300)
+        self.assertEqual(queue_depth(q), 0)
+
+    # ---- errors
+
+    def test_refused_port(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                r = warren("declare", "queue", "x", "--driver", driver, url="amqp://127.0.0.1:1")
+                self.assertEqual(r.returncode, 1)
+                self.assertEqual(r.stderr.decode(), "warren: connect 127.0.0.1:1: connection refused\n")
+
+    def test_wrong_password(self):
+        r = warren("declare", "queue", "x", url=f"amqp://guest:wrong@127.0.0.1:{PORT}")
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stderr.decode().startswith("warren: access refused (403): ACCESS_REFUSED"), r.stderr)
+        self.assertNotIn("wrong", r.stderr.decode())
+
+    def test_failover_to_the_next_url_and_host(self):
+        q = self.declare()
+        self.ok(warren("publish", "--routing-key", q, "--body", "a", "--url", "amqp://127.0.0.1:1",
+                       url=f"amqp://guest:guest@127.0.0.1:1,127.0.0.1:{PORT}"))
+        self.assertEqual(self.ok(warren("consume", "--queue", q, "--count", "1")), "a\n")
+
+    def test_bad_url_parameter(self):
+        r = warren("declare", "queue", "x", url=f"amqp://127.0.0.1:{PORT}?hearbeat=5")
+        self.assertEqual(r.returncode, 2)
+        self.assertTrue(r.stderr.decode().startswith("warren: invalid URL: unknown parameter hearbeat"), r.stderr)
+
+    def test_bad_header_syntax(self):
+        for spec, why in (("novalue", "expected K=V or K:type=V"), ("n:int=x", "not a signed 64-bit integer"),
+                          ("b:bool=yes", "a bool is true or false"), ("k:date=1", "unknown type 'date' (string, int, bool, float)")):
+            with self.subTest(spec=spec):
+                r = warren("publish", "--header", spec, "--body", "x")
+                self.assertEqual(r.returncode, 2)
+                self.assertEqual(r.stderr.decode(), f"warren: invalid argument: --header '{spec}': {why}\n")
+
+    def test_bad_property(self):
+        r = warren("publish", "--property", "colour=red", "--body", "x")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.decode(), "warren: invalid argument: --property 'colour=red': unknown property 'colour'\n")
+
+    def test_unknown_subcommand_and_help(self):
+        r = warren("frobnicate", url=None)
+        self.assertEqual(r.returncode, 2)
+        self.assertTrue(r.stderr.decode().startswith("warren: "))
+        for cmd in ([], ["publish"], ["consume"], ["declare", "queue"], ["rpc", "call"], ["perf"]):
+            with self.subTest(cmd=cmd):
+                h = warren(*cmd, "--help", url=None)
+                self.assertEqual(h.returncode, 0)
+                self.assertIn("--url" if cmd else "publish", h.stdout.decode())
+
+    def test_protocol_fault_is_reported_when_seen(self):
+        broker = fake_broker.FakeBroker(fake_broker.corrupt_frame_end)
+        self.addCleanup(broker.close)
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                start = time.monotonic()
+                r = warren("consume", "--queue", "q", "--timeout", "30", "--driver", driver,
+                           url=f"amqp://127.0.0.1:{broker.port}")
+                self.assertLess(time.monotonic() - start, 5)
+                self.assertEqual(r.returncode, 1)
+                self.assertEqual(r.stderr.decode(), "warren: protocol error: frame end byte 0x41 is not 0xCE\n")
+
+    def test_heartbeat_detects_a_silent_broker(self):
+        broker = fake_broker.FakeBroker(fake_broker.silent_after_open)
+        self.addCleanup(broker.close)
+        start = time.monotonic()
+        r = warren("consume", "--queue", "q", "--timeout", "30", url=f"amqp://127.0.0.1:{broker.port}?heartbeat=1")
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.returncode, 1)
+        self.assertLess(elapsed, 4, "a 1 s heartbeat must notice silence within about 2 s")
+        self.assertIn("heartbeat", r.stderr.decode())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
