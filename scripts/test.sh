@@ -63,12 +63,14 @@ if [[ ! -f build-asan/build.ninja ]]; then
     -Dbuildtype=debug >/dev/null || exit 1
 fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-ninja -C build-asan tests/unit-tests tests/property-tests tests/engine-tests tests/client-tests tests/tls-tests || { echo "0 passed, 1 failed"; exit 1; }
+ninja -C build-asan tests/unit-tests tests/property-tests tests/engine-tests tests/client-tests tests/tls-tests \
+  tests/cli-values-tests || { echo "0 passed, 1 failed"; exit 1; }
 step "asan: unit" build-asan/tests/unit-tests --gtest_brief=1
 step "asan: property" build-asan/tests/property-tests --gtest_brief=1
 step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1
 step "asan: client" build-asan/tests/client-tests --gtest_brief=1
 step "asan: tls" build-asan/tests/tls-tests --gtest_brief=1
+step "asan: cli values" build-asan/tests/cli-values-tests --gtest_brief=1
 
 # 3. libFuzzer targets, a bounded run each over the seed corpus.
 if [[ ! -f build-fuzz/build.ninja ]]; then
@@ -135,6 +137,20 @@ install_check() {
   return $rc
 }
 step "install, then build an example against the installed pkg-config files" install_check
+
+# The side-by-side benchmark script, one small round, so it keeps working (the figures in
+# docs/benchmarks.md come from a full run: bench/compare.sh).
+bench_smoke() {
+  local out
+  out=$(mktemp -d)
+  bench/compare.sh --rounds 1 --count 2000 --out "$out" >"$out/log" 2>&1 &&
+    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 9 && [[ -s $out/benchmarks.png ]]
+  local rc=$?
+  ((rc == 0)) || tail -n 30 "$out/log"
+  rm -rf "$out"
+  return $rc
+}
+step "benchmark script (bench/compare.sh, one small round)" bench_smoke
 
 echo
 if ((failed > 0)); then printf 'failed: %s\n' "${failures[@]}"; fi
