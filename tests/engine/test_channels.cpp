@@ -330,6 +330,27 @@ TEST(Backpressure, congestion_is_reported_and_cleared) {
   b.expect_event("writable");
 }
 
+TEST(Backpressure, blocked_publishes_wait_up_to_twice_the_limit_but_one_large_message_always_may) {
+  auto options = default_options();
+  options.output_limit_bytes = 1000;
+  ScriptedBroker b(std::nullopt, options);
+  b.connect();
+  b.open_channel();
+  b.send(0, ConnectionBlocked{"low on memory"});
+  b.expect_event("blocked(\"low on memory\")");
+  std::string large(5000, 'x'), small(100, 'x');
+  // Alone, a message over twice the limit waits.
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes(large), b.now).ok());
+  // Behind it, nothing more does: the bound is what already waits.
+  auto refused = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes(small), b.now);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, errc::resource_locked);
+  b.send(0, ConnectionUnblocked{});
+  b.expect_event("unblocked");
+  b.flush();
+  b.expect_event("publish(ch1 p1 written)");
+}
+
 TEST(Latch, nothing_is_reported_after_closed) {
   // Found by the engine fuzzer: output drained after the latch reported "writable".
   auto options = default_options();

@@ -95,6 +95,53 @@ TEST(Confirms, a_mandatory_return_is_reported_with_its_publish) {
   });
 }
 
+// Seen against RabbitMQ: the return goes out while the broker routes, the confirms when it
+// flushes, so the ack for an earlier publish can come between a return and its own ack.
+TEST(Confirms, a_return_settles_its_own_publish_not_the_one_whose_ack_comes_next) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto kept = b.conn.publish(1, BasicPublish{"", "q", true, false}, {}, as_bytes("kept"), b.now);
+    auto other = b.conn.publish(1, BasicPublish{"amq.direct", "nowhere", true, false}, {}, as_bytes("fine"), b.now);
+    auto lost = b.conn.publish(1, BasicPublish{"amq.direct", "nowhere", true, false}, {}, as_bytes("lost"), b.now);
+    ASSERT_TRUE(kept.ok() && other.ok() && lost.ok());
+    // Same destination as `other`, but "lost" is 4 bytes like "fine": the oldest unclaimed
+    // match is `other`, the one the broker routed first. A second return claims `lost`.
+    b.send_content(1, BasicReturn{312, "NO_ROUTE", "amq.direct", "nowhere"}, "fine");
+    b.next_event();
+    b.send(1, BasicAck{1, false});
+    b.expect_event("publish(ch1 p" + id(*kept) + " confirmed)");
+    b.send_content(1, BasicReturn{312, "NO_ROUTE", "amq.direct", "nowhere"}, "lost");
+    b.next_event();
+    b.send(1, BasicAck{3, true});
+    b.expect_event("publish(ch1 p" + id(*other) + " returned, not found 312: NO_ROUTE)");
+    b.expect_event("publish(ch1 p" + id(*lost) + " returned, not found 312: NO_ROUTE)");
+    b.expect_no_event();
+  });
+}
+
+TEST(Confirms, a_return_for_a_body_of_another_size_claims_the_publish_that_matches) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto routed = b.conn.publish(1, BasicPublish{"x", "k", true, false}, {}, as_bytes("routed"), b.now);
+    auto lost = b.conn.publish(1, BasicPublish{"x", "k", true, false}, {}, as_bytes("lost"), b.now);
+    ASSERT_TRUE(routed.ok() && lost.ok());
+    b.send_content(1, BasicReturn{312, "NO_ROUTE", "x", "k"}, "lost");
+    b.next_event();
+    b.send(1, BasicAck{2, true});
+    b.expect_event("publish(ch1 p" + id(*lost) + " returned, not found 312: NO_ROUTE)");
+    b.expect_event("publish(ch1 p" + id(*routed) + " confirmed)");
+    b.expect_no_event();
+  });
+}
+
 TEST(Blocked, a_publish_made_while_blocked_waits_and_takes_its_number_when_queued) {
   every_split([](ScriptedBroker& b) {
     b.connect();

@@ -35,9 +35,19 @@ Result<RequestId> Connection::Impl::request(ChannelId channel, const M& m, bool 
   return id;
 }
 
-void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline) {
+std::uint64_t detail::route_key_of(std::string_view exchange, std::string_view routing_key, std::size_t body_bytes) noexcept {
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a
+  auto mix = [&](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
+  for (char c : exchange) mix(static_cast<unsigned char>(c));
+  mix(0);
+  for (char c : routing_key) mix(static_cast<unsigned char>(c));
+  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(body_bytes >> (8 * i)));
+  return h | 1;  // never 0, which means "not mandatory"
+}
+
+void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline, std::uint64_t route_key) {
   if (ch.confirm_mode) {
-    ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, false});
+    ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, route_key, false});
   } else {
     unwritten_.push_back(Unwritten{id, ch.id, written_total_ + output_.size_bytes(), deadline});
   }
@@ -53,7 +63,7 @@ void Connection::Impl::release_waiting() {
     if (!ch || std::holds_alternative<Channel::Closing>(ch->state)) continue;  // failed when it closed
     output_.append(w.frames);
     note_sent();
-    track_publish(*ch, w.id, w.deadline);
+    track_publish(*ch, w.id, w.deadline, w.route_key);
   }
 }
 
@@ -238,10 +248,13 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
     return make_error(errc::frame_too_large, "message body of " + std::to_string(body.size()) +
                                                  " bytes exceeds max_body_bytes " + std::to_string(s.options_.max_body_bytes));
   const Instant deadline = s.expiry(s.options_.request_timeout);
+  const std::uint64_t route_key =
+      (m.mandatory && (*ch)->confirm_mode) ? route_key_of(m.exchange, m.routing_key, body.size()) : 0;
   if (s.blocked_ || !s.waiting_.empty()) {
     // The broker stopped reading: the publish waits here, encoded, and takes its sequence
-    // number only when it is queued. Twice the output limit is a hard bound.
-    if (s.output_.size_bytes() + s.waiting_bytes_ > 2 * s.options_.output_limit_bytes)
+    // number only when it is queued. Twice the output limit is a hard bound, past the first
+    // waiting publish: one message larger than the limit can still wait.
+    if (!s.waiting_.empty() && s.output_.size_bytes() + s.waiting_bytes_ > 2 * s.options_.output_limit_bytes)
       return make_error(errc::resource_locked, "the connection is blocked and " + std::to_string(s.waiting_bytes_) +
                                                    " bytes of publishes already wait");
     wire::OutputQueue scratch;
@@ -250,7 +263,7 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
     const PublishId id = ++s.next_publish_;
     auto frames = scratch.to_vector();
     s.waiting_bytes_ += frames.size();
-    s.waiting_.push_back(Waiting{id, channel, std::move(frames), deadline});
+    s.waiting_.push_back(Waiting{id, channel, std::move(frames), deadline, route_key});
     if (s.congested()) s.was_congested_ = true;
     return id;
   }
@@ -258,7 +271,7 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
     return std::move(w).error();
   s.note_sent();
   const PublishId id = ++s.next_publish_;
-  s.track_publish(**ch, id, deadline);
+  s.track_publish(**ch, id, deadline, route_key);
   if (s.congested()) s.was_congested_ = true;
   return id;
 }

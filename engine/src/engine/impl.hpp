@@ -43,7 +43,7 @@ class Connection::Impl {
   Result<RequestId> request(ChannelId channel, const M& m, bool no_wait,
                             detail::PendingRequest::Kind kind = detail::PendingRequest::Kind::plain,
                             std::string consumer_tag = {}, bool no_ack = false);
-  void track_publish(detail::Channel& ch, PublishId id, Instant deadline);
+  void track_publish(detail::Channel& ch, PublishId id, Instant deadline, std::uint64_t route_key);
   void release_waiting();
 
   // shared

@@ -418,8 +418,20 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
       return;
     case Assembly::Kind::returned:
       if (ch.confirm_mode) {
-        ch.pending_return_code = a.reply_code;
-        ch.pending_return_text = a.reply_text;
+        // Its publish: the oldest unsettled mandatory one to the same exchange and routing key
+        // with the same body size that no earlier return has claimed. The broker routes in
+        // publish order, so that is the one, unless two such publishes are in flight and only
+        // the later was unroutable (a binding removed between them).
+        const std::uint64_t key = route_key_of(msg.exchange, msg.routing_key, msg.body.size());
+        for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
+          const Unconfirmed& u = ch.unconfirmed[i];
+          if (u.settled || u.route_key != key) continue;
+          const bool claimed = std::any_of(ch.pending_returns.begin(), ch.pending_returns.end(),
+                                           [&](const PendingReturn& r) { return r.seq == u.seq; });
+          if (claimed) continue;
+          ch.pending_returns.push_back(PendingReturn{u.seq, a.reply_code, std::string(a.reply_text)});
+          break;
+        }
       }
       emit(Returned{a.reply_code, a.reply_text, msg});
       return;
@@ -428,8 +440,9 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
   }
 }
 
-// basic.ack / basic.nack for publishes, by sequence number. A basic.return settles together
-// with the ack that follows it (RabbitMQ sends the return first).
+// basic.ack / basic.nack for publishes, by sequence number. A basic.return was matched to its
+// publish when it came (see Assembly::Kind::returned); that publish settles as returned with
+// the ack that covers it.
 void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple, bool ack) {
   if (!ch.confirm_mode) {
     fail(unexpected(std::string(ack ? "basic.ack" : "basic.nack") + on_channel(ch.id) + ", which is not in confirm mode"),
@@ -445,21 +458,23 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
   const std::uint64_t upto = (multiple && tag == 0) ? ch.next_seq - 1 : tag;
   const PublishOutcome outcome = ack ? PublishOutcome::confirmed : PublishOutcome::nacked;
   auto cause = [&] { return ack ? Error{} : make_error(errc::precondition_failed, "the broker nacked the message"); };
-  // A basic.return settles with the ack that follows it: that publish is reported alone.
-  std::optional<PublishId> returned;
-  if (ack && ch.pending_return_code) {
-    for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
+  // A returned publish settles with the ack that covers it, and is reported alone.
+  if (!ch.pending_returns.empty()) {
+    auto covered = [&](std::uint64_t seq) { return multiple ? seq <= upto : seq == upto; };
+    for (std::size_t i = 0; i < ch.unconfirmed.size() && ack; ++i) {
       Unconfirmed& u = ch.unconfirmed[i];
-      if (u.seq == upto && !u.settled) {
-        Error e = make_error(errc::not_found, ch.pending_return_text);
-        e.reply_code = *ch.pending_return_code;
-        emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::returned, std::move(e)});
-        u.settled = true;
-        returned = u.id;
-      }
-      if (u.seq >= upto) break;
+      if (u.seq > upto) break;
+      if (u.settled || !covered(u.seq)) continue;
+      auto r = std::find_if(ch.pending_returns.begin(), ch.pending_returns.end(),
+                            [&](const PendingReturn& p) { return p.seq == u.seq; });
+      if (r == ch.pending_returns.end()) continue;
+      Error e = make_error(errc::not_found, r->reply_text);
+      e.reply_code = r->reply_code;
+      emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::returned, std::move(e)});
+      u.settled = true;
     }
-    ch.pending_return_code.reset();
+    // Whatever this ack or nack covers is settled now; its returns are used up.
+    std::erase_if(ch.pending_returns, [&](const PendingReturn& p) { return covered(p.seq); });
   }
   // The rest as one range: every unsettled publish with a sequence number up to `upto`.
   std::optional<PublishId> first, last;

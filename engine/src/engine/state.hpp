@@ -35,7 +35,21 @@ struct Unconfirmed {
   PublishId id = 0;
   std::uint64_t seq = 0;
   Instant deadline{};
+  std::uint64_t route_key = 0;  // mandatory publishes: route_key_of(...); 0 otherwise
   bool settled = false;  // settled out of order; popped once it reaches the front
+};
+
+// What a basic.return can be matched by: its exchange, routing key and body size. A return
+// names no sequence number, and acks for earlier publishes may follow it, so "the next ack"
+// is not its ack (RabbitMQ sends the return while routing, the confirms when it flushes).
+[[nodiscard]] std::uint64_t route_key_of(std::string_view exchange, std::string_view routing_key,
+                                         std::size_t body_bytes) noexcept;
+
+// A basic.return matched to its publish, waiting for the ack that settles it.
+struct PendingReturn {
+  std::uint64_t seq = 0;
+  std::uint16_t reply_code = 0;
+  std::string reply_text;
 };
 
 // A publish outside confirm mode, waiting for its frames to be written.
@@ -52,6 +66,7 @@ struct Waiting {
   ChannelId channel = 0;
   std::vector<std::byte> frames;
   Instant deadline{};
+  std::uint64_t route_key = 0;
 };
 
 struct Consumer {
@@ -98,9 +113,8 @@ struct Channel {
   bool confirm_mode = false;
   std::uint64_t next_seq = 1;
   Ring<Unconfirmed> unconfirmed;
-  // basic.return waiting for the basic.ack that settles its publish (confirm mode).
-  std::optional<std::uint16_t> pending_return_code;
-  std::string pending_return_text;
+  // basic.returns matched to their publishes, waiting for the acks that settle them.
+  std::vector<PendingReturn> pending_returns;
   std::uint64_t max_delivery_tag = 0;
   bool app_qos = false;
   std::vector<std::unique_ptr<Consumer>> consumers;  // stable addresses: deliveries point at them

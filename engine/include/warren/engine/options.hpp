@@ -30,7 +30,10 @@ struct ConnectionOptions {
   Duration close_timeout{10000};       // connection.close to close-ok
 
   std::uint16_t default_prefetch = 250;  // a subscription that names none gets this
-  std::size_t output_limit_bytes = 4 * 1024 * 1024;  // past this the engine reports congestion
+  // Past this the engine reports congestion. Small on purpose: a publisher that stops here
+  // keeps its output in cache, which cost 0.35 us/msg at 4 MiB against 0.19 at 256 KiB
+  // (warren perf, 64 B, no confirms), and a socket's send buffer holds about as much.
+  std::size_t output_limit_bytes = 256 * 1024;
   std::uint64_t max_body_bytes = 128ull * 1024 * 1024;  // RabbitMQ's default max_message_size
 };
 
