@@ -263,6 +263,15 @@ class Cli(unittest.TestCase):
                        url=f"amqp://guest:guest@127.0.0.1:1,127.0.0.1:{PORT}"))
         self.assertEqual(self.ok(warren("consume", "--queue", q, "--count", "1")), "a\n")
 
+    def test_vhost_in_the_url_is_read_as_rabbitmq_reads_it(self):
+        q = unique("cli-vhost")
+        self.addCleanup(lambda: warren("delete", "queue", q))
+        self.ok(warren("declare", "queue", q, url=f"{URL}/%2f"))  # "/" named explicitly
+        self.ok(warren("delete", "queue", q, url=URL))  # no path: also "/"
+        r = warren("declare", "queue", q, url=f"{URL}/")  # the empty vhost, which does not exist
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), "warren: connection closed (530): NOT_ALLOWED - vhost  not found\n")
+
     def test_bad_url_parameter(self):
         r = warren("declare", "queue", "x", url=f"amqp://127.0.0.1:{PORT}?hearbeat=5")
         self.assertEqual(r.returncode, 2)
