@@ -1,6 +1,7 @@
 // warren-demo: the client on libuv against a broker. Declares a queue, publishes N confirmed
 // messages (at most 1,000 unconfirmed), consumes them with an ack every 100, makes RPC calls
-// over direct reply-to, and prints what happened and the rates.
+// over direct reply-to (one at a time, then all at once), and prints what happened and the
+// rates.
 // Usage: warren-demo [--url URL] [--count N] [--size BYTES] [--rpc CALLS]
 #include <uv.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "warren/client/connection.hpp"
+#include "warren/client/rpc.hpp"
 #include "warren/engine/describe.hpp"
 #include "warren/uv/uv_driver.hpp"
 
@@ -28,11 +30,13 @@ struct Demo {
   std::uint64_t count = 100000;
   std::size_t size = 64;
   int rpc_calls = 1000;
-  engine::ChannelId pub = 0, rpc_server = 0, rpc_client = 0;
+  engine::ChannelId pub = 0, rpc_server = 0;
   std::string queue, requests;
   std::string body;
   std::uint64_t sent = 0, confirmed = 0, failed = 0, received = 0;
-  int rpc_done = 0;
+  int rpc_done = 0, rpc_concurrent_done = 0;
+  std::shared_ptr<client::RpcServer> server;
+  std::shared_ptr<client::RpcClient> rpc;
   std::vector<double> rpc_us;
   Clock::time_point t_pub, t_con, t_rpc;
   int exit_code = 0;
@@ -108,8 +112,9 @@ struct Demo {
     start_rpc();
   }
 
-  // A server on a queue of its own answers with the body upper-cased; the caller receives on
-  // amq.rabbitmq.reply-to (no ack, started before the first call) and matches correlation ids.
+  // A server on a queue of its own answers with the body upper-cased (RpcServer); the caller
+  // is an RpcClient over direct reply-to. First the calls one at a time, for latency; then
+  // all of them at once on the same channel, for throughput.
   void start_rpc() {
     conn->open_channel([this](const Error* e, engine::ChannelId ch) {
       if (e) return fail("channel.open", *e);
@@ -117,56 +122,63 @@ struct Demo {
       conn->queue_declare(rpc_server, wire::QueueDeclare{"", false, false, true, true}, [this](const Error* e, const wire::Method* m) {
         if (e) return fail("queue.declare", *e);
         requests = std::string(std::get<wire::QueueDeclareOk>(*m).queue);
-        conn->consume(rpc_server, wire::BasicConsume{requests, "", false, true}, std::nullopt,
-                      [this](const engine::Message& m) {
-                        std::string reply(reinterpret_cast<const char*>(m.body.data()), m.body.size());
-                        for (auto& c : reply) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-                        wire::BasicProperties p;
-                        p.correlation_id = m.properties->correlation_id;
-                        conn->publish(rpc_server, wire::BasicPublish{"", m.properties->reply_to.value_or("")}, p,
-                                      std::as_bytes(std::span{reply.data(), reply.size()}), [](engine::PublishOutcome, const Error&) {});
-                      },
-                      [this](const Error* e, const wire::Method*) {
-                        if (e) return fail("rpc server", *e);
-                        conn->open_channel([this](const Error* e, engine::ChannelId ch) {
-                          if (e) return fail("channel.open", *e);
-                          rpc_client = ch;
-                          conn->consume(rpc_client, wire::BasicConsume{"amq.rabbitmq.reply-to", "", false, true}, std::nullopt,
-                                        [this](const engine::Message& m) { on_reply(m); },
-                                        [this](const Error* e, const wire::Method*) {
-                                          if (e) return fail("reply consumer", *e);
-                                          call();
-                                        });
-                        });
-                      });
+        server = client::RpcServer::start(
+            conn, rpc_server, requests,
+            [](const engine::Message& m) {
+              std::string reply(reinterpret_cast<const char*>(m.body.data()), m.body.size());
+              for (auto& c : reply) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+              return reply;
+            },
+            [this](const Error* e) {
+              if (e) return fail("rpc server", *e);
+              conn->open_channel([this](const Error* e, engine::ChannelId ch) {
+                if (e) return fail("channel.open", *e);
+                rpc = client::RpcClient::start(driver, conn, ch, [this](const Error* e) {
+                  if (e) return fail("rpc client", *e);
+                  call();
+                });
+              });
+            });
       });
     });
   }
 
   void call() {
-    std::string id = "call-" + std::to_string(rpc_done);
-    wire::BasicProperties p;
-    p.reply_to = "amq.rabbitmq.reply-to";
-    p.correlation_id = id;
-    std::string request = "hello " + std::to_string(rpc_done);
+    auto request = std::make_shared<std::string>("hello " + std::to_string(rpc_done));
     t_rpc = Clock::now();
-    conn->publish(rpc_client, wire::BasicPublish{"", requests}, p, std::as_bytes(std::span{request.data(), request.size()}),
-                  [](engine::PublishOutcome, const Error&) {});
+    rpc->call("", requests, {}, std::as_bytes(std::span{request->data(), request->size()}), std::chrono::seconds(10),
+              [this, request](const Error* e, const engine::Message* reply) {
+                if (e) return fail("rpc call", *e);
+                rpc_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t_rpc).count());
+                if (rpc_done == 0)
+                  std::printf("rpc: \"%s\" -> \"%.*s\"\n", request->c_str(), static_cast<int>(reply->body.size()),
+                              reinterpret_cast<const char*>(reply->body.data()));
+                if (++rpc_done < rpc_calls) return call();
+                std::sort(rpc_us.begin(), rpc_us.end());
+                std::printf("rpc: %d calls over direct reply-to, one at a time: p50 %.0f us, p99 %.0f us\n", rpc_done,
+                            rpc_us[rpc_us.size() / 2], rpc_us[rpc_us.size() * 99 / 100]);
+                call_all_at_once();
+              });
   }
 
-  void on_reply(const engine::Message& m) {
-    if (m.properties->correlation_id != "call-" + std::to_string(rpc_done)) return;  // stray: dropped
-    rpc_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t_rpc).count());
-    if (rpc_done == 0)
-      std::printf("rpc: \"hello 0\" -> \"%.*s\"\n", static_cast<int>(m.body.size()), reinterpret_cast<const char*>(m.body.data()));
-    if (++rpc_done < rpc_calls) return call();
-    std::sort(rpc_us.begin(), rpc_us.end());
-    std::printf("rpc: %d calls over direct reply-to, one at a time: p50 %.0f us, p99 %.0f us\n", rpc_done,
-                rpc_us[rpc_us.size() / 2], rpc_us[rpc_us.size() * 99 / 100]);
-    conn->close([this](const Error* e) {
-      if (e) return fail("close", *e);
-      std::printf("closed cleanly\n");
-    });
+  void call_all_at_once() {
+    static const std::string request = "at once";
+    t_rpc = Clock::now();
+    for (int i = 0; i < rpc_calls; ++i)
+      rpc->call("", requests, {}, std::as_bytes(std::span{request.data(), request.size()}), std::chrono::seconds(30),
+                [this](const Error* e, const engine::Message* reply) {
+                  if (e) return fail("rpc call", *e);
+                  if (std::string_view(reinterpret_cast<const char*>(reply->body.data()), reply->body.size()) != "AT ONCE")
+                    return fail("rpc call", make_error(errc::protocol_error, "a reply that does not answer its call"));
+                  if (++rpc_concurrent_done < rpc_calls) return;
+                  double s = std::chrono::duration<double>(Clock::now() - t_rpc).count();
+                  std::printf("rpc: %d calls in flight together on one channel: %.3f s (%.0f calls/s), %llu stray replies\n",
+                              rpc_calls, s, rpc_calls / s, static_cast<unsigned long long>(rpc->dropped_replies()));
+                  conn->close([this](const Error* e) {
+                    if (e) return fail("close", *e);
+                    std::printf("closed cleanly\n");
+                  });
+                });
   }
 };
 
