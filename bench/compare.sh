@@ -5,7 +5,8 @@
 #   bench/compare.sh [--rounds N] [--count N] [--out DIR]   (default: 5, 200000, docs/)
 # W1 publish N x 64 B without confirms to a non-durable queue, until the broker holds them;
 # W2 the same with confirms, at most 1,000 unconfirmed; W3 consume N pre-filled x 64 B with
-# prefetch 500 and a multiple ack every 100. The clients take turns in a rotating order.
+# prefetch 500 and a multiple ack every 100 (from a lazy queue: see fill_queue). The clients
+# take turns in a rotating order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
@@ -31,9 +32,18 @@ eval "$(scripts/broker-start.sh "$broker_dir" 0 | grep '^RMQ_')"
 url="amqp://127.0.0.1:$RMQ_PORT"
 results=$(mktemp)
 
-reset_queue() { "$warren" delete queue "$1" --url "$url" >/dev/null; }
+drop_queue() { "$warren" delete queue "$1" --url "$url" >/dev/null; }
+# A fresh, non-durable queue for each run, declared the same way whichever client runs.
+reset_queue() {
+  drop_queue "$1"
+  "$warren" declare queue "$1" "${@:2}" --url "$url" >/dev/null
+}
+# W3's queue is lazy: a default classic queue holding 200,000 messages was consumed either at
+# about 70,000 msg/s or at about 19,000 msg/s from one run to the next, for every client
+# alike (the queue moving messages out of memory while it is read), which made the medians a
+# coin toss. A lazy queue keeps them on disk from the start and reads back alike every time.
 fill_queue() {
-  reset_queue "$1"
+  reset_queue "$1" --arg x-queue-mode=lazy
   "$warren" perf -x 1 -y 0 -s 64 -C "$count" -c 1000 -u "$1" --json --url "$url" >/dev/null
 }
 # run CLIENT WORKLOAD: one measured run; appends {"client","workload",...} to the results.
@@ -70,7 +80,7 @@ for ((r = 0; r < rounds; r++)); do
     done
   done
 done
-for q in bench-W1 bench-W2 bench-W3; do reset_queue "$q"; done
+for q in bench-W1 bench-W2 bench-W3; do drop_queue "$q"; done
 
 mkdir -p "$out"
 /usr/bin/python3 bench/compare_report.py "$results" "$out" "$rounds" "$count" \

@@ -2,6 +2,7 @@
 // workloads as `warren perf`, written the way rabbitmq-c's own examples use it (blocking
 // socket, one connection), and the same JSON summary line.
 //   rabbitmqc-perf --port P --queue Q --workload publish|confirm|consume --count N [--size B]
+// Q must exist (compare.sh declares it, with the same arguments for every client).
 //   publish: N messages without confirms, until the broker holds them
 //   confirm: N messages with at most 1,000 unconfirmed in flight
 //   consume: N messages already in Q, prefetch 500, a multiple ack every 100
@@ -73,8 +74,6 @@ int main(int argc, char** argv) {
   check_reply(amqp_login(conn, "/", 0, 131072, 60, AMQP_SASL_METHOD_PLAIN, "guest", "guest"), "login");
   amqp_channel_open(conn, 1);
   check_reply(amqp_get_rpc_reply(conn), "channel.open");
-  amqp_queue_declare(conn, 1, amqp_cstring_bytes(queue.c_str()), 0, 0, 0, 0, amqp_empty_table);
-  check_reply(amqp_get_rpc_reply(conn), "queue.declare");
   const std::uint32_t initial = queue_depth(conn, queue);
 
   std::string body(size, 'c');
