@@ -16,13 +16,15 @@ Json text_or_bytes(std::string_view text, const char* bytes_key) {
 }
 
 // 123 with scale 2 is "1.23"; -5 with scale 3 is "-0.005".
+// (Built by concatenation: GCC 12 warns falsely about std::string::insert here.)
 std::string decimal_text(const wire::Decimal& d) {
-  std::string digits = std::to_string(std::llabs(static_cast<long long>(d.value)));
-  if (d.scale > 0) {
-    if (digits.size() <= d.scale) digits.insert(0, d.scale - digits.size() + 1, '0');
-    digits.insert(digits.size() - d.scale, ".");
-  }
-  return (d.value < 0 ? "-" : "") + digits;
+  const std::string digits = std::to_string(std::llabs(static_cast<long long>(d.value)));
+  const std::string sign = d.value < 0 ? "-" : "";
+  if (d.scale == 0) return sign + digits;
+  const std::size_t scale = d.scale;
+  const std::string padded = digits.size() <= scale ? std::string(scale - digits.size() + 1, '0') + digits : digits;
+  const std::size_t point = padded.size() - scale;
+  return sign + padded.substr(0, point) + "." + padded.substr(point);
 }
 
 }  // namespace
