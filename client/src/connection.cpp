@@ -76,7 +76,8 @@ void Connection::on_stream_error(Error cause) {
     return;
   }
   if (!engine_) return;
-  engine_->handle_eof(driver_.now());
+  // The driver's words ("read: connection reset by peer"); a plain end of stream has none.
+  engine_->handle_eof(driver_.now(), cause.detail);
   pump();
 }
 

@@ -26,7 +26,8 @@ using namespace std::chrono_literals;
 class FakeBroker {
  public:
   struct Config {
-    bool refuse_login = false;  // answer start-ok with connection.close 403
+    bool refuse_login = false;   // answer start-ok with connection.close 403
+    bool hold_confirms = false;  // take publishes but never ack them
   };
   explicit FakeBroker(Config config) : config_(config) {}
 
@@ -45,6 +46,15 @@ class FakeBroker {
 
   std::uint64_t published = 0;  // bodies received
   std::vector<std::string> methods;  // every method the client sent, by name
+  std::function<void(std::vector<std::byte>)> push;  // set by the stream: bytes to the client
+
+  // A delivery to the last consumer, sent now.
+  void deliver(std::string_view body) {
+    wire::OutputQueue q;
+    (void)wire::write_content(q, consume_channel_, wire::BasicDeliver{tag_, ++delivery_tag_, false, "", queue_name_}, {},
+                              std::as_bytes(std::span{body.data(), body.size()}), 131072);
+    push(q.to_vector());
+  }
 
  private:
   template <class M>
@@ -99,13 +109,17 @@ class FakeBroker {
       send(ch, wire::BasicQosOk{});
     } else if (const auto* c = std::get_if<wire::BasicConsume>(&*m)) {
       tag_ = c->consumer_tag.empty() ? "amq.ctag-fake-" + std::to_string(++consumers_) : std::string(c->consumer_tag);
+      consume_channel_ = ch;
       send(ch, wire::BasicConsumeOk{tag_});
     }
   }
 
   void published_one(std::uint16_t channel) {
     ++published;
-    if (auto it = confirm_seq_.find(channel); it != confirm_seq_.end()) send(channel, wire::BasicAck{++it->second, false});
+    if (auto it = confirm_seq_.find(channel); it != confirm_seq_.end()) {
+      ++it->second;
+      if (!config_.hold_confirms) send(channel, wire::BasicAck{it->second, false});
+    }
   }
 
   Config config_;
@@ -116,11 +130,13 @@ class FakeBroker {
   std::map<std::uint16_t, std::uint64_t> confirm_seq_;  // channels in confirm mode: last seq
   std::string queue_name_, tag_;
   int consumers_ = 0;
+  std::uint16_t consume_channel_ = 0;
+  std::uint64_t delivery_tag_ = 0;
 };
 
 class FakeDriver final : public client::Driver {
  public:
-  enum class Host { refuse, black_hole, broker, refuse_login };
+  enum class Host { refuse, black_hole, broker, refuse_login, broker_holding_confirms };
 
   std::map<std::uint16_t, Host> hosts;  // by port; a port not listed refuses
   int dials = 0;
@@ -151,7 +167,14 @@ class FakeDriver final : public client::Driver {
         break;
       case Host::broker:
       case Host::refuse_login:
-        s->broker = std::make_unique<FakeBroker>(FakeBroker::Config{host == Host::refuse_login});
+      case Host::broker_holding_confirms:
+        s->broker = std::make_unique<FakeBroker>(
+            FakeBroker::Config{host == Host::refuse_login, host == Host::broker_holding_confirms});
+        s->broker->push = [this, alive, s](std::vector<std::byte> bytes) {
+          post([alive, s, bytes = std::move(bytes)] {
+            if (*alive) s->events->on_bytes(bytes);
+          });
+        };
         live_.push_back(s);
         post([alive, s] {
           if (*alive) s->events->on_connected();
@@ -193,6 +216,11 @@ class FakeDriver final : public client::Driver {
 
   // Streams to a FakeBroker that are still open.
   [[nodiscard]] std::size_t open_connections() const { return live_.size(); }
+  // The broker side of the newest open connection.
+  [[nodiscard]] FakeBroker& last_broker() {
+    if (live_.empty()) throw std::runtime_error("no open connection to a fake broker");
+    return *live_.back()->broker;
+  }
   // Kills every open broker connection, as a broker restart does.
   void reset_all() {
     auto live = live_;

@@ -37,7 +37,7 @@ void Connection::Impl::handle_bytes(std::span<const std::byte> bytes, Instant no
   input_pending_ = true;
 }
 
-void Connection::Impl::handle_eof(Instant now) {
+void Connection::Impl::handle_eof(Instant now, std::string_view why) {
   now_ = now;
   retired_consumers_.clear();
   if (latched()) return;
@@ -53,9 +53,10 @@ void Connection::Impl::handle_eof(Instant now) {
   const bool handshaking = std::holds_alternative<AwaitStart>(phase_) ||
                            std::holds_alternative<AwaitTune>(phase_) ||
                            std::holds_alternative<AwaitOpenOk>(phase_);
-  fail(make_error(errc::connection_lost, handshaking ? "the broker closed the connection during the handshake"
-                                                     : "the broker closed the connection"),
-       0);
+  std::string detail = handshaking ? "the broker closed the connection during the handshake"
+                                    : "the broker closed the connection";
+  if (!why.empty()) detail = (handshaking ? "during the handshake: " : "") + std::string(why);
+  fail(make_error(errc::connection_lost, std::move(detail)), 0);
 }
 
 std::optional<Event> Connection::Impl::poll_event() {
@@ -338,6 +339,7 @@ Connection& Connection::operator=(Connection&&) noexcept = default;
 
 void Connection::handle_bytes(std::span<const std::byte> bytes, Instant now) { impl_->handle_bytes(bytes, now); }
 void Connection::handle_eof(Instant now) { impl_->handle_eof(now); }
+void Connection::handle_eof(Instant now, std::string_view why) { impl_->handle_eof(now, why); }
 void Connection::handle_timeout(Instant now) { impl_->handle_timeout(now); }
 std::optional<Event> Connection::poll_event() { return impl_->poll_event(); }
 wire::OutputView Connection::pending_output() const { return impl_->output_.view(); }

@@ -20,7 +20,7 @@ class Connection::Impl {
 
   // connection.cpp
   void handle_bytes(std::span<const std::byte> bytes, Instant now);
-  void handle_eof(Instant now);
+  void handle_eof(Instant now, std::string_view why = {});
   void handle_timeout(Instant now);
   std::optional<Event> poll_event();
   void consume_output(std::size_t n);

@@ -35,6 +35,8 @@ class Connection {
   // ---- inputs
   void handle_bytes(std::span<const std::byte> bytes, Instant now);
   void handle_eof(Instant now);      // the transport lost the stream
+  // The same, saying why ("read: connection reset by peer"), so the cause reaches the user.
+  void handle_eof(Instant now, std::string_view why);
   void handle_timeout(Instant now);  // extra calls are harmless
 
   // ---- outputs

@@ -1,0 +1,145 @@
+// A Session outlives sockets. It dials (the URL's hosts in turn), and when the connection is
+// lost it dials again with exponential backoff and full jitter, then re-runs the setup
+// function each recovering channel was given, on a fresh channel. It never replays a
+// topology cache: what a channel needs, its setup declares again.
+//
+// What survives a drop, and what does not:
+// - A publish made while disconnected waits, within its own deadline, and goes out once its
+//   channel's setup has run again. At most `max_waiting_publishes` wait; past that a publish
+//   fails at once (nothing is queued without bound).
+// - A publish whose confirm was outstanding at the drop fails with outcome `failed` ("its
+//   fate is unknown") and is never republished: the broker may have it.
+// - A delivery from before the drop cannot be settled: its tag belonged to the dead channel.
+//   ack()/nack() on it send nothing and say so; the broker redelivers the message. Processing
+//   is therefore at least once.
+// - The first connection is retried too while its failures are transient; refused
+//   credentials (403), a missing vhost (530) and invalid options fail at once.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "warren/client/connection.hpp"
+
+namespace warren::client {
+
+struct Backoff {
+  engine::Duration base{100};  // the first retry waits up to this
+  double factor = 2.0;         // each further retry's ceiling grows by this
+  engine::Duration cap{30000}; // no ceiling above this
+  // The ceiling for retry `attempt` (1-based): min(cap, base * factor^(attempt-1)). The delay
+  // is drawn uniformly from [0, ceiling] ("full jitter").
+  [[nodiscard]] engine::Duration ceiling(unsigned attempt) const;
+};
+
+struct SessionOptions {
+  ClientOptions client;
+  Backoff backoff;
+  std::size_t max_waiting_publishes = 10000;
+  std::optional<std::uint64_t> jitter_seed;  // tests fix it; otherwise random
+};
+
+class Session;
+
+// A channel that is re-opened, put in confirm mode and set up again after every reconnect.
+class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel> {
+ public:
+  // Runs on each new channel, after confirm.select; `done(nullptr)` marks the channel ready.
+  using Setup = std::function<void(RecoveringChannel& channel, Connection::Done done)>;
+  // Which connection generation a delivery came from, so a stale one is never settled.
+  struct DeliveryRef {
+    std::uint64_t epoch = 0;
+    std::uint64_t delivery_tag = 0;
+  };
+  using OnMessage = std::function<void(const engine::Message& message, DeliveryRef ref)>;
+  ~RecoveringChannel();
+
+  // Publishes now if the channel is ready, else waits (within `timeout`) until it is.
+  void publish(const wire::BasicPublish& m, const wire::BasicProperties& properties, std::span<const std::byte> body,
+               engine::Duration timeout, Connection::Settled done);
+  // For setup functions: a subscription on this generation of the channel.
+  void consume(const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch, OnMessage on_message,
+               Connection::Answer done);
+  // The connection and channel of this generation, for setup's declarations.
+  [[nodiscard]] Connection& connection() const { return *connection_; }
+  [[nodiscard]] engine::ChannelId id() const noexcept { return channel_; }
+  [[nodiscard]] bool ready() const noexcept { return ready_; }
+  [[nodiscard]] std::size_t waiting() const noexcept { return waiting_.size(); }
+
+  // A delivery from an earlier connection is refused with errc::channel_closed and nothing
+  // is sent (its tag means nothing to the new channel).
+  [[nodiscard]] Result<void> ack(DeliveryRef ref, bool multiple = false);
+  [[nodiscard]] Result<void> nack(DeliveryRef ref, bool multiple, bool requeue);
+
+ private:
+  friend class Session;
+  struct Waiting;
+  RecoveringChannel(Session& session, Setup setup);
+  void attach(std::shared_ptr<Connection> connection, std::uint64_t epoch);  // runs setup
+  void detach();  // the connection is gone
+  void flush_waiting();
+  void expire_waiting();
+  [[nodiscard]] Result<void> check(DeliveryRef ref) const;
+
+  Session& session_;
+  Setup setup_;
+  std::shared_ptr<Connection> connection_;
+  engine::ChannelId channel_ = 0;
+  std::uint64_t epoch_ = 0;
+  bool ready_ = false;
+  std::deque<std::unique_ptr<Waiting>> waiting_;
+  std::unique_ptr<Timer> waiting_timer_;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  enum class State { connecting, connected, reconnecting, closed };
+  struct Status {
+    State state = State::connecting;
+    unsigned attempt = 0;          // reconnecting: which retry is next (1-based)
+    engine::Duration delay{0};     // reconnecting: how long until it
+    std::optional<Error> last_cause;
+  };
+
+  [[nodiscard]] static std::shared_ptr<Session> start(Driver& driver, ConnectionUrl url, SessionOptions options);
+  ~Session();
+
+  // Every change of state, as it happens.
+  std::function<void(const Status& status)> on_status;
+
+  // A recovering channel; its setup runs now if connected, and after every reconnect.
+  [[nodiscard]] std::shared_ptr<RecoveringChannel> channel(RecoveringChannel::Setup setup);
+  void close(Connection::Done done);
+
+  [[nodiscard]] const Status& status() const noexcept { return status_; }
+  [[nodiscard]] bool healthy() const noexcept { return status_.state == State::connected; }
+  [[nodiscard]] Driver& driver() noexcept { return driver_; }
+  [[nodiscard]] std::size_t max_waiting_publishes() const noexcept { return options_.max_waiting_publishes; }
+
+ private:
+  Session(Driver& driver, ConnectionUrl url, SessionOptions options);
+  void dial();
+  void connected();
+  void lost(const Error& cause);
+  void retry(const Error& cause);
+  void set_status(Status status);
+
+  Driver& driver_;
+  ConnectionUrl url_;
+  SessionOptions options_;
+  std::mt19937_64 random_;
+  Status status_;
+  std::shared_ptr<Connection> connection_;
+  std::uint64_t epoch_ = 0;
+  std::unique_ptr<Timer> retry_timer_;
+  std::vector<std::shared_ptr<RecoveringChannel>> channels_;
+  bool ever_connected_ = false;
+  Connection::Done on_closed_;
+};
+
+}  // namespace warren::client

@@ -1,0 +1,262 @@
+// The Session on the fake driver and its virtual clock: the backoff schedule and its jitter
+// bounds, the first connection retried while refused but not when the login is refused,
+// setup re-run (and nothing else replayed) after a reconnect, publishes with an unknown
+// outcome never republished, publishes waiting within their deadlines and within a bound,
+// and deliveries from a dead channel never settled.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "client/fake_driver.hpp"
+#include "warren/client/session.hpp"
+
+namespace warren::test {
+namespace {
+
+using client::Session;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  FakeDriver driver;
+  client::SessionOptions options;
+  std::vector<Session::Status> statuses;
+
+  SessionTest() {
+    options.jitter_seed = 42;
+    options.backoff = client::Backoff{100ms, 2.0, 1000ms};
+  }
+
+  std::shared_ptr<Session> start() {
+    auto url = client::parse_url("amqp://guest:guest@fake:5001");
+    if (!url.ok()) throw std::runtime_error(url.error().to_string());
+    auto s = Session::start(driver, *url, options);
+    s->on_status = [this](const Session::Status& st) { statuses.push_back(st); };
+    driver.run();
+    return s;
+  }
+  // Waits out the retry the last status announced.
+  void wait_retry() { driver.advance(statuses.back().delay); }
+
+  static std::span<const std::byte> text(std::string_view s) { return std::as_bytes(std::span{s.data(), s.size()}); }
+  static std::size_t count(const std::vector<std::string>& methods, std::string_view name) {
+    return static_cast<std::size_t>(std::count(methods.begin(), methods.end(), name));
+  }
+};
+
+TEST(Backoff, the_ceiling_grows_by_the_factor_up_to_the_cap) {
+  client::Backoff b{100ms, 2.0, 1000ms};
+  std::vector<long> ceilings;
+  for (unsigned a = 1; a <= 6; ++a) ceilings.push_back(static_cast<long>(b.ceiling(a).count()));
+  EXPECT_EQ(ceilings, (std::vector<long>{100, 200, 400, 800, 1000, 1000}));
+}
+
+TEST_F(SessionTest, the_first_connection_is_retried_with_full_jitter_until_the_host_answers) {
+  auto session = start();  // nothing listens yet
+  std::vector<long> delays;
+  for (unsigned attempt = 1; attempt <= 12; ++attempt) {
+    ASSERT_FALSE(statuses.empty());
+    const auto& st = statuses.back();
+    EXPECT_EQ(st.state, Session::State::connecting);
+    EXPECT_EQ(st.attempt, attempt);
+    ASSERT_TRUE(st.last_cause.has_value());
+    EXPECT_EQ(st.last_cause->to_string(), "connection lost: connect fake:5001: connection refused");
+    EXPECT_GE(st.delay.count(), 0);
+    EXPECT_LE(st.delay, options.backoff.ceiling(attempt)) << "attempt " << attempt;
+    delays.push_back(static_cast<long>(st.delay.count()));
+    const int dials = driver.dials;
+    if (st.delay.count() > 0) {
+      driver.advance(st.delay - 1ms);
+      EXPECT_EQ(driver.dials, dials) << "dialled before the delay was over";
+    }
+    driver.advance(st.delay.count() > 0 ? 1ms : 0ms);
+    EXPECT_EQ(driver.dials, dials + 1);
+  }
+  // Full jitter: the delays are spread, not the ceilings themselves.
+  EXPECT_GT(std::set<long>(delays.begin(), delays.end()).size(), 6u);
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  wait_retry();
+  EXPECT_EQ(statuses.back().state, Session::State::connected);
+  EXPECT_TRUE(session->healthy());
+}
+
+TEST_F(SessionTest, refused_credentials_fail_at_once_and_are_not_retried) {
+  driver.hosts[5001] = FakeDriver::Host::refuse_login;
+  auto session = start();
+  ASSERT_FALSE(statuses.empty());
+  EXPECT_EQ(statuses.back().state, Session::State::closed);
+  ASSERT_TRUE(statuses.back().last_cause.has_value());
+  EXPECT_EQ(statuses.back().last_cause->reply_code, 403);
+  driver.advance(std::chrono::minutes(10));
+  EXPECT_EQ(driver.dials, 1);
+  EXPECT_FALSE(session->healthy());
+}
+
+TEST_F(SessionTest, setup_runs_again_after_every_reconnect_and_nothing_else_is_replayed) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  int setups = 0;
+  auto ch = session->channel([&](client::RecoveringChannel& c, client::Connection::Done done) {
+    ++setups;
+    c.connection().queue_declare(c.id(), wire::QueueDeclare{"work"}, [&c, done](const Error* e, const wire::Method*) {
+      if (e) return done(e);
+      c.consume(wire::BasicConsume{"work"}, 10, [](const engine::Message&, client::RecoveringChannel::DeliveryRef) {},
+                [done](const Error* e, const wire::Method*) { done(e); });
+    });
+  });
+  driver.run();
+  EXPECT_EQ(setups, 1);
+  EXPECT_TRUE(ch->ready());
+
+  driver.reset_all();
+  EXPECT_FALSE(ch->ready());
+  ASSERT_EQ(statuses.back().state, Session::State::reconnecting);
+  EXPECT_EQ(statuses.back().attempt, 1u);
+  EXPECT_EQ(statuses.back().last_cause->to_string(), "connection lost: connection reset by peer");
+  EXPECT_FALSE(session->healthy());
+  wait_retry();
+  EXPECT_TRUE(session->healthy());
+  EXPECT_EQ(setups, 2);
+  EXPECT_TRUE(ch->ready());
+  EXPECT_EQ(driver.last_broker().methods,
+            (std::vector<std::string>{"connection.start-ok", "connection.tune-ok", "connection.open", "channel.open",
+                                      "confirm.select", "queue.declare", "basic.qos", "basic.consume"}));
+}
+
+TEST_F(SessionTest, a_publish_whose_confirm_was_outstanding_fails_as_unknown_and_is_not_republished) {
+  driver.hosts[5001] = FakeDriver::Host::broker_holding_confirms;
+  auto session = start();
+  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  driver.run();
+  std::optional<engine::PublishOutcome> outcome;
+  ch->publish(wire::BasicPublish{"", "q"}, {}, text("maybe"), 10s,
+              [&](engine::PublishOutcome o, const Error&) { outcome = o; });
+  driver.run();
+  EXPECT_EQ(driver.last_broker().published, 1u);
+  EXPECT_FALSE(outcome.has_value());  // unconfirmed
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  driver.reset_all();
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(*outcome, engine::PublishOutcome::failed);
+  wait_retry();
+  ASSERT_TRUE(session->healthy());
+  EXPECT_EQ(driver.last_broker().published, 0u);  // never sent again
+}
+
+TEST_F(SessionTest, publishes_made_while_disconnected_wait_and_go_out_after_setup) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  bool setup_done = false;
+  auto ch = session->channel([&](client::RecoveringChannel&, client::Connection::Done done) {
+    setup_done = true;
+    done(nullptr);
+  });
+  driver.run();
+  driver.reset_all();
+  setup_done = false;
+  std::vector<engine::PublishOutcome> outcomes;
+  for (int i = 0; i < 3; ++i)
+    ch->publish(wire::BasicPublish{"", "q"}, {}, text("later"), 10s,
+                [&](engine::PublishOutcome o, const Error&) { outcomes.push_back(o); });
+  EXPECT_EQ(ch->waiting(), 3u);
+  wait_retry();
+  EXPECT_TRUE(setup_done);
+  EXPECT_EQ(ch->waiting(), 0u);
+  EXPECT_EQ(driver.last_broker().published, 3u);
+  EXPECT_EQ(outcomes, std::vector<engine::PublishOutcome>(3, engine::PublishOutcome::confirmed));
+}
+
+TEST_F(SessionTest, a_waiting_publish_past_its_deadline_times_out_and_is_never_sent) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  driver.run();
+  driver.hosts[5001] = FakeDriver::Host::refuse;
+  driver.reset_all();
+  std::optional<engine::PublishOutcome> outcome;
+  std::string cause;
+  ch->publish(wire::BasicPublish{"", "q"}, {}, text("late"), 500ms, [&](engine::PublishOutcome o, const Error& e) {
+    outcome = o;
+    cause = e.to_string();
+  });
+  driver.advance(499ms);
+  EXPECT_FALSE(outcome.has_value());
+  driver.advance(1ms);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(*outcome, engine::PublishOutcome::timed_out);
+  EXPECT_EQ(cause, "timed out: no connection before the publish's deadline; it was never sent");
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  driver.advance(10s);
+  ASSERT_TRUE(session->healthy());
+  EXPECT_EQ(driver.last_broker().published, 0u);
+}
+
+TEST_F(SessionTest, the_number_of_waiting_publishes_is_bounded) {
+  options.max_waiting_publishes = 2;
+  auto session = start();  // nothing listens
+  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  std::vector<std::string> refused;
+  for (int i = 0; i < 3; ++i)
+    ch->publish(wire::BasicPublish{"", "q"}, {}, text("x"), 60s, [&](engine::PublishOutcome o, const Error& e) {
+      if (o == engine::PublishOutcome::failed) refused.push_back(e.to_string());
+    });
+  driver.run();
+  EXPECT_EQ(ch->waiting(), 2u);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0], "resource locked: 2 publishes already wait for the connection (max_waiting_publishes)");
+}
+
+TEST_F(SessionTest, a_delivery_from_before_the_drop_is_not_settled_and_nothing_is_sent) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  std::vector<client::RecoveringChannel::DeliveryRef> refs;
+  auto ch = session->channel([&](client::RecoveringChannel& c, client::Connection::Done done) {
+    c.consume(wire::BasicConsume{"work"}, 10,
+              [&](const engine::Message&, client::RecoveringChannel::DeliveryRef ref) { refs.push_back(ref); },
+              [done](const Error* e, const wire::Method*) { done(e); });
+  });
+  driver.run();
+  driver.last_broker().deliver("before");
+  driver.run();
+  ASSERT_EQ(refs.size(), 1u);
+  const auto before = refs[0];
+
+  driver.reset_all();
+  wait_retry();
+  ASSERT_TRUE(ch->ready());
+  auto stale = ch->ack(before);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, make_error_code(errc::channel_closed));
+  EXPECT_EQ(stale.error().detail,
+            "delivery 1 came before the connection was lost; nothing was sent, and the broker will deliver it again");
+  driver.run();
+  EXPECT_EQ(count(driver.last_broker().methods, "basic.ack"), 0u);
+
+  driver.last_broker().deliver("after");
+  driver.run();
+  ASSERT_EQ(refs.size(), 2u);
+  EXPECT_EQ(refs[1].delivery_tag, 1u);  // the same tag number, but of the new channel
+  EXPECT_TRUE(ch->ack(refs[1]).ok());
+  driver.run();
+  EXPECT_EQ(count(driver.last_broker().methods, "basic.ack"), 1u);
+}
+
+TEST_F(SessionTest, close_fails_what_waits_and_stops_retrying) {
+  auto session = start();  // nothing listens
+  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  std::optional<std::string> cause;
+  ch->publish(wire::BasicPublish{"", "q"}, {}, text("x"), 60s,
+              [&](engine::PublishOutcome, const Error& e) { cause = e.to_string(); });
+  bool closed = false;
+  session->close([&](const Error*) { closed = true; });
+  driver.run();
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(cause.value_or(""), "connection closed: the session closed first; it was never sent");
+  const int dials = driver.dials;
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  driver.advance(std::chrono::minutes(5));
+  EXPECT_EQ(driver.dials, dials);
+  EXPECT_EQ(session->status().state, Session::State::closed);
+}
+
+}  // namespace
+}  // namespace warren::test

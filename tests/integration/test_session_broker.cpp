@@ -1,0 +1,82 @@
+// The Session against the real broker, on both drivers: the broker closes the connection
+// (rabbitmqctl close_connection, as an operator or a node shutting down would), the Session
+// dials again, its channel's setup runs again, and publishing and consuming go on.
+#include "client_fixture.hpp"
+#include "warren/client/session.hpp"
+
+#include <sstream>
+
+namespace warren::test {
+namespace {
+
+using SessionSuite = ClientSuite;
+
+// The broker's id for the connection whose client-provided name is `name`, or "".
+std::string connection_pid(const std::string& name) {
+  const std::string listing = rabbitmqctl("-q list_connections pid client_properties");
+  std::istringstream lines(listing);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"" + name + "\"") != std::string::npos || line.find("<<\"" + name + "\">>") != std::string::npos)
+      return line.substr(0, line.find('\t'));
+  return "";
+}
+
+TEST_P(SessionSuite, a_connection_the_broker_closes_is_dialled_again_and_setup_runs_again) {
+  auto url = client::parse_url("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f");
+  ASSERT_TRUE(url.ok());
+  const std::string name = std::string("warren-session-") + (GetParam() == DriverKind::uv ? "uv" : "asio");
+  const std::string queue = name + "-q";
+  client::SessionOptions options;
+  options.client.engine.connection_name = name;
+  options.backoff = client::Backoff{50ms, 2.0, 500ms};
+  auto session = client::Session::start(loop.driver(), *url, options);
+  std::vector<client::Session::State> states;
+  session->on_status = [&](const client::Session::Status& s) { states.push_back(s.state); };
+
+  int setups = 0;
+  std::vector<std::string> received;
+  auto ch = session->channel([&](client::RecoveringChannel& c, client::Connection::Done done) {
+    ++setups;
+    // An exclusive queue dies with its connection: setup declares it again each time.
+    c.connection().queue_declare(c.id(), wire::QueueDeclare{queue, false, false, true, false},
+                                 [&c, done, &received, queue](const Error* e, const wire::Method*) {
+                                   if (e) return done(e);
+                                   c.consume(wire::BasicConsume{queue}, 10,
+                                             [&c, &received](const engine::Message& m, client::RecoveringChannel::DeliveryRef ref) {
+                                               received.push_back(text_of(m.body));
+                                               (void)c.ack(ref);
+                                             },
+                                             [done](const Error* e, const wire::Method*) { done(e); });
+                                 });
+  });
+  ASSERT_TRUE(loop.run_until([&] { return ch->ready(); }));
+
+  auto publish = [&](const std::string& body) {
+    std::optional<engine::PublishOutcome> outcome;
+    ch->publish(wire::BasicPublish{"", queue}, {}, text(body), 10s, [&](engine::PublishOutcome o, const Error&) { outcome = o; });
+    EXPECT_TRUE(loop.run_until([&] { return outcome.has_value(); }));
+    return outcome.value_or(engine::PublishOutcome::failed);
+  };
+  EXPECT_EQ(publish("before"), engine::PublishOutcome::confirmed);
+  ASSERT_TRUE(loop.run_until([&] { return received.size() == 1; }));
+
+  std::string pid;
+  ASSERT_TRUE(loop.run_until([&] { return !(pid = connection_pid(name)).empty(); }));
+  rabbitmqctl("-q close_connection \"" + pid + "\" \"warren test: go away\"");
+  ASSERT_TRUE(loop.run_until([&] { return setups == 2 && ch->ready(); }, 20s));
+  EXPECT_NE(std::find(states.begin(), states.end(), client::Session::State::reconnecting), states.end());
+  EXPECT_TRUE(session->healthy());
+
+  EXPECT_EQ(publish("after"), engine::PublishOutcome::confirmed);
+  ASSERT_TRUE(loop.run_until([&] { return received.size() == 2; }));
+  EXPECT_EQ(received, (std::vector<std::string>{"before", "after"}));
+
+  bool closed = false;
+  session->close([&](const Error*) { closed = true; });
+  ASSERT_TRUE(loop.run_until([&] { return closed; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, SessionSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
+
+}  // namespace
+}  // namespace warren::test
