@@ -100,7 +100,8 @@ done
 # 4. Everything in the default build, with a throwaway broker for the suites that need one.
 broker_dir=$(mktemp -d /tmp/warren-test-broker.XXXXXX)
 expired_dir=$(mktemp -d /tmp/warren-test-expired.XXXXXX)
-trap 'scripts/broker-stop.sh "$broker_dir" --purge; scripts/broker-stop.sh "$expired_dir" --purge' EXIT
+fault_dir=$(mktemp -d /tmp/warren-test-faults.XXXXXX)
+trap 'scripts/broker-stop.sh "$broker_dir" --purge; scripts/broker-stop.sh "$expired_dir" --purge; scripts/broker-stop.sh "$fault_dir" --purge' EXIT
 if env_text=$(scripts/broker-start.sh "$broker_dir" 0 auto); then
   eval "$env_text"
   export RMQ_PORT RMQ_CTL RMQ_TLS_PORT RMQ_DIR
@@ -118,7 +119,16 @@ if expired_env=$(RMQ_TLS_EXPIRED=1 scripts/broker-start.sh "$expired_dir" 0 auto
 else
   echo "test.sh: the expired-certificate broker did not start; its test will fail" >&2
 fi
-meson_suites build-ci codec property pika engine client tls broker
+# A third node for the faults suite alone: it is stopped and started under a running Session.
+if fault_env=$(scripts/broker-start.sh "$fault_dir" 0); then
+  RMQ_FAULT_PORT=$(sed -n 's/^RMQ_PORT=//p' <<<"$fault_env")
+  RMQ_FAULT_DIR=$fault_dir
+  RMQ_SCRIPTS=$root/scripts
+  export RMQ_FAULT_PORT RMQ_FAULT_DIR RMQ_SCRIPTS
+else
+  echo "test.sh: the faults broker did not start; its test will fail" >&2
+fi
+meson_suites build-ci codec property pika engine client tls broker faults
 step "codec demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
 step "demo against the broker" build-ci/tools/warren-demo --url "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" --count 5000 --rpc 100
 

@@ -184,7 +184,8 @@ Session::~Session() = default;
 std::shared_ptr<Session> Session::start(Driver& driver, ConnectionUrl url, SessionOptions options) {
   std::shared_ptr<Session> self(new Session(driver, std::move(url), std::move(options)));
   std::weak_ptr<Session> weak = self;
-  self->retry_timer_ = driver.timer([weak] {
+  // It keeps the loop alive: while it waits there is no socket to.
+  self->retry_timer_ = driver.keepalive_timer([weak] {
     if (auto s = weak.lock()) s->dial();
   });
   self->dial();

@@ -265,11 +265,12 @@ class UvStream final : public client::Stream {
 
 class UvTimer final : public client::Timer {
  public:
-  UvTimer(uv_loop_t* loop, std::function<void()> on_fire) : on_fire_(std::move(on_fire)) {
+  UvTimer(uv_loop_t* loop, std::function<void()> on_fire, bool keeps_alive) : on_fire_(std::move(on_fire)) {
     handle_ = new uv_timer_t;
     uv_timer_init(loop, handle_);
     handle_->data = this;
-    uv_unref(reinterpret_cast<uv_handle_t*>(handle_));  // a heartbeat must not keep the program alive
+    // A heartbeat must not keep the program alive; a Session's retry must.
+    if (!keeps_alive) uv_unref(reinterpret_cast<uv_handle_t*>(handle_));
   }
   ~UvTimer() override {
     handle_->data = nullptr;
@@ -309,7 +310,11 @@ std::unique_ptr<client::Stream> UvDriver::dial(const client::Endpoint& endpoint,
 }
 
 std::unique_ptr<client::Timer> UvDriver::timer(std::function<void()> on_fire) {
-  return std::make_unique<UvTimer>(loop_, std::move(on_fire));
+  return std::make_unique<UvTimer>(loop_, std::move(on_fire), false);
+}
+
+std::unique_ptr<client::Timer> UvDriver::keepalive_timer(std::function<void()> on_fire) {
+  return std::make_unique<UvTimer>(loop_, std::move(on_fire), true);
 }
 
 void UvDriver::post(std::function<void()> fn) {

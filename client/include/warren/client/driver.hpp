@@ -52,6 +52,12 @@ class Driver {
                                                      std::optional<tls::TlsOptions> tls, StreamEvents& events) = 0;
   // A timer that does not keep the loop alive: a program whose work is done exits.
   [[nodiscard]] virtual std::unique_ptr<Timer> timer(std::function<void()> on_fire) = 0;
+  // A timer that keeps the loop alive while armed: a Session waiting to dial again has no
+  // socket open, and its program must not exit for want of one. A loop whose timers all
+  // count (Asio's) needs nothing more than timer().
+  [[nodiscard]] virtual std::unique_ptr<Timer> keepalive_timer(std::function<void()> on_fire) {
+    return timer(std::move(on_fire));
+  }
   // Runs `fn` on the loop's thread; safe to call from any thread.
   virtual void post(std::function<void()> fn) = 0;
 };
