@@ -6,6 +6,7 @@
 # prints it. When TLS_PORT is given, a CA, a server certificate (localhost, 127.0.0.1) and a
 # client certificate are generated in DIR/tls. With RMQ_TLS_EXPIRED=1 the listener serves a
 # server certificate from the same CA that expired in 2020 (for the tests that must refuse it).
+# With RMQ_KEEP_DATA=1 the node keeps what an earlier start of DIR stored (a restart).
 set -euo pipefail
 DIR=$(realpath -m "${1:?usage: broker-start.sh DIR [PORT] [TLS_PORT]}")
 PORT=${2:-0}
@@ -43,7 +44,10 @@ if [[ $TLS_PORT != 0 ]]; then
 fi
 NODE="warren${PORT}@localhost"
 
-rm -rf "$DIR/mnesia" "$DIR/log"
+# RMQ_KEEP_DATA=1 restarts a node with its data (durable queues, persistent messages, users);
+# otherwise every start is a fresh node.
+if [[ ${RMQ_KEEP_DATA:-0} != 1 ]]; then rm -rf "$DIR/mnesia"; fi
+rm -rf "$DIR/log"
 mkdir -p "$DIR/mnesia" "$DIR/log" "$DIR/conf.d"
 [[ -s $DIR/.erlang.cookie ]] || (umask 077; openssl rand -hex 20 > "$DIR/.erlang.cookie")
 chmod 400 "$DIR/.erlang.cookie"

@@ -101,7 +101,8 @@ done
 broker_dir=$(mktemp -d /tmp/warren-test-broker.XXXXXX)
 expired_dir=$(mktemp -d /tmp/warren-test-expired.XXXXXX)
 fault_dir=$(mktemp -d /tmp/warren-test-faults.XXXXXX)
-trap 'scripts/broker-stop.sh "$broker_dir" --purge; scripts/broker-stop.sh "$expired_dir" --purge; scripts/broker-stop.sh "$fault_dir" --purge' EXIT
+cluster_dir=$(mktemp -d /tmp/warren-test-cluster.XXXXXX)
+trap 'scripts/broker-stop.sh "$broker_dir" --purge; scripts/broker-stop.sh "$expired_dir" --purge; scripts/broker-stop.sh "$fault_dir" --purge; scripts/cluster-stop.sh "$cluster_dir" --purge' EXIT
 if env_text=$(scripts/broker-start.sh "$broker_dir" 0 auto); then
   eval "$env_text"
   export RMQ_PORT RMQ_CTL RMQ_TLS_PORT RMQ_DIR
@@ -119,16 +120,26 @@ if expired_env=$(RMQ_TLS_EXPIRED=1 scripts/broker-start.sh "$expired_dir" 0 auto
 else
   echo "test.sh: the expired-certificate broker did not start; its test will fail" >&2
 fi
+export RMQ_SCRIPTS=$root/scripts  # the faults and cluster suites stop and start nodes
 # A third node for the faults suite alone: it is stopped and started under a running Session.
 if fault_env=$(scripts/broker-start.sh "$fault_dir" 0); then
   RMQ_FAULT_PORT=$(sed -n 's/^RMQ_PORT=//p' <<<"$fault_env")
   RMQ_FAULT_DIR=$fault_dir
-  RMQ_SCRIPTS=$root/scripts
-  export RMQ_FAULT_PORT RMQ_FAULT_DIR RMQ_SCRIPTS
+  export RMQ_FAULT_PORT RMQ_FAULT_DIR
 else
   echo "test.sh: the faults broker did not start; its test will fail" >&2
 fi
-meson_suites build-ci codec property pika engine client tls broker faults
+# Three more nodes, clustered, for the cluster suite.
+if cluster_env=$(scripts/cluster-start.sh "$cluster_dir"); then
+  eval "$cluster_env"
+  export RMQ_CLUSTER_PORTS RMQ_CLUSTER_DIRS
+else
+  echo "test.sh: the three-node cluster did not start; its test will fail" >&2
+fi
+meson_suites build-ci codec property pika engine client tls broker faults cluster
+# The cluster and the faults node are not needed past here: give their CPU back.
+scripts/cluster-stop.sh "$cluster_dir" --purge
+scripts/broker-stop.sh "$fault_dir" --purge
 step "codec demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
 step "demo against the broker" build-ci/tools/warren-demo --url "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" --count 5000 --rpc 100
 

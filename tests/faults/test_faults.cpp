@@ -12,86 +12,12 @@
 #include <thread>
 
 #include "faults/fault_proxy.hpp"
-#include "integration/client_fixture.hpp"
-#include "warren/client/session.hpp"
+#include "faults/traffic.hpp"
 
 namespace warren::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A publisher and a consumer on one Session: message i carries "i" as its body.
-class Traffic {
- public:
-  Traffic(Loop& loop, std::shared_ptr<client::Session> session, std::string queue, bool durable)
-      : loop_(loop), session_(std::move(session)), queue_(std::move(queue)) {
-    channel_ = session_->channel([this, durable](client::RecoveringChannel& c, client::Connection::Done done) {
-      ++setups;
-      c.connection().queue_declare(c.id(), wire::QueueDeclare{queue_, false, durable, false, false},
-                                   [this, &c, done](const Error* e, const wire::Method*) {
-                                     if (e) return done(e);
-                                     c.consume(wire::BasicConsume{queue_}, 100,
-                                               [this, &c](const engine::Message& m, client::RecoveringChannel::DeliveryRef ref) {
-                                                 received.insert(std::stoi(text_of(m.body)));
-                                                 ++deliveries;
-                                                 (void)c.ack(ref);  // a stale one is refused: it comes again
-                                               },
-                                               [done](const Error* e, const wire::Method*) { done(e); });
-                                   });
-    });
-  }
-
-  // Keeps `window` publishes in flight until `total` are settled.
-  void publish(int total, int window) {
-    total_ = total;
-    window_ = window;
-    more();
-  }
-  void more() {
-    while (next_ < total_ && next_ - settled() < window_) {
-      const int id = next_++;
-      auto body = std::make_shared<std::string>(std::to_string(id));
-      wire::BasicProperties p;
-      p.delivery_mode = 2;
-      channel_->publish(wire::BasicPublish{"", queue_}, p, std::as_bytes(std::span{body->data(), body->size()}), 30s,
-                        [this, id, body](engine::PublishOutcome o, const Error&) {
-                          if (o == engine::PublishOutcome::confirmed) confirmed.insert(id);
-                          else unknown.insert(id);
-                          ++outcomes[id];
-                          loop_post_more_ = true;
-                        });
-    }
-  }
-  // Runs the loop, topping up the window, until `done` or the limit.
-  bool run_until(const std::function<bool()>& done, std::chrono::seconds limit) {
-    return loop_.run_until([&] {
-      if (loop_post_more_) {
-        loop_post_more_ = false;
-        more();
-      }
-      return done();
-    }, limit);
-  }
-  [[nodiscard]] int settled() const { return static_cast<int>(confirmed.size() + unknown.size()); }
-  [[nodiscard]] bool all_settled() const { return settled() == total_; }
-  [[nodiscard]] bool all_confirmed_consumed() const {
-    return std::includes(received.begin(), received.end(), confirmed.begin(), confirmed.end());
-  }
-  [[nodiscard]] int sent() const { return next_; }
-
-  int setups = 0;
-  std::set<int> confirmed, unknown, received;
-  std::map<int, int> outcomes;
-  long deliveries = 0;
-
- private:
-  Loop& loop_;
-  std::shared_ptr<client::Session> session_;
-  std::string queue_;
-  std::shared_ptr<client::RecoveringChannel> channel_;
-  int total_ = 0, window_ = 0, next_ = 0;
-  bool loop_post_more_ = false;
-};
 
 class Faults : public ::testing::TestWithParam<DriverKind> {
  protected:
@@ -191,8 +117,10 @@ TEST_P(Faults, a_broker_restart_under_traffic_recovers_and_loses_no_confirmed_me
     lost_at.reset();
     const auto restart_began = Clock::now();
     std::thread restarter([&] {
-      rc = std::system((scripts + "/broker-stop.sh " + dir + " >/dev/null 2>&1 && " + scripts + "/broker-start.sh " + dir +
-                        " " + std::to_string(port) + " >/dev/null 2>&1")
+      // The same node on the same port, with its data: the durable queue and its
+      // persistent messages must outlive the restart.
+      rc = std::system((scripts + "/broker-stop.sh " + dir + " >/dev/null 2>&1 && RMQ_KEEP_DATA=1 " + scripts +
+                        "/broker-start.sh " + dir + " " + std::to_string(port) + " >/dev/null 2>&1")
                            .c_str());
       back_at = Clock::now();
       back = true;
