@@ -49,12 +49,20 @@ class FakeBroker {
   std::function<void(std::vector<std::byte>)> push;  // set by the stream: bytes to the client
 
   // A delivery to the last consumer, sent now.
-  void deliver(std::string_view body) {
+  void deliver(std::string_view body, const wire::BasicProperties& properties = {}) {
     wire::OutputQueue q;
-    (void)wire::write_content(q, consume_channel_, wire::BasicDeliver{tag_, ++delivery_tag_, false, "", queue_name_}, {},
-                              std::as_bytes(std::span{body.data(), body.size()}), 131072);
+    (void)wire::write_content(q, consume_channel_, wire::BasicDeliver{tag_, ++delivery_tag_, false, "", queue_name_},
+                              properties, std::as_bytes(std::span{body.data(), body.size()}), 131072);
     push(q.to_vector());
   }
+  // The broker cancels the last consumer (its queue was deleted, its node went down).
+  void cancel_consumer() {
+    wire::OutputQueue q;
+    (void)wire::write_method_frame(q, consume_channel_, wire::Method{wire::BasicCancel{tag_, true}}, 0);
+    push(q.to_vector());
+  }
+  // The correlation id of the last request published with a reply_to.
+  std::string last_correlation_id;
 
  private:
   template <class M>
@@ -72,6 +80,7 @@ class FakeBroker {
     if (f.type == wire::FrameType::header) {
       auto h = wire::decode_content_header(f.payload);
       body_left_ = h.ok() ? h->body_size : 0;
+      if (h.ok() && h->properties.correlation_id) last_correlation_id = std::string(*h->properties.correlation_id);
       if (body_left_ == 0) published_one(f.channel);
       return;
     }

@@ -97,6 +97,24 @@ TEST_P(Faults, a_stalled_connection_is_found_dead_by_heartbeats_and_replaced) {
   close(*s);
 }
 
+TEST_P(Faults, a_slow_link_is_slow_but_not_a_fault) {
+  FaultProxy proxy(broker_port());
+  proxy.delay(150ms);  // each chunk, each way: slow, yet well inside two 1 s heartbeat intervals
+  auto s = session(proxy.port(), "?heartbeat=1");
+  const std::string queue = std::string("warren-faults-slow-") + (GetParam() == DriverKind::uv ? "uv" : "asio");
+  Traffic t(loop, s, queue, false);
+  ASSERT_TRUE(t.run_until([&] { return s->healthy() && t.setups == 1; }, 20s));
+  constexpr int total = 300;
+  t.publish(total, 50);
+  ASSERT_TRUE(t.run_until([&] { return t.all_settled() && t.all_confirmed_consumed(); }, 60s))
+      << "settled " << t.settled() << ", confirmed " << t.confirmed.size() << ", consumed " << t.received.size();
+  EXPECT_EQ(t.confirmed.size(), static_cast<std::size_t>(total));
+  EXPECT_EQ(t.setups, 1) << "a delay is not a lost connection";
+  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), client::Session::State::reconnecting), 0);
+  close(*s);
+  rabbitmqctl("-q delete_queue " + queue);
+}
+
 // The faults broker (RMQ_FAULT_DIR/RMQ_FAULT_PORT) is this test's alone: it is stopped and
 // started three times under a running publisher and consumer.
 TEST_P(Faults, a_broker_restart_under_traffic_recovers_and_loses_no_confirmed_message) {
