@@ -350,33 +350,31 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
   pump();
 }
 
-Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
-                                              const wire::BasicProperties& properties, std::span<const std::byte> body) {
+// Settling a delivery, or publishing without a callback: no answer is awaited here, so the
+// result is known at once.
+template <class Verb>
+auto Connection::immediate(Verb verb) -> std::invoke_result_t<Verb&, engine::Connection&> {
   if (!engine_) return make_error(errc::connection_closed, "not connected");
-  auto r = engine_->publish(channel, m, properties, body, driver_.now());
+  auto r = verb(*engine_);
   if (r.ok()) pump();
   return r;
 }
 
-// Settling a delivery: no answer comes, so the result is known at once.
-template <class Settle>
-Result<void> Connection::settle(Settle settle) {
-  if (!engine_) return make_error(errc::connection_closed, "not connected");
-  auto r = settle(*engine_);
-  if (r.ok()) pump();
-  return r;
+Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
+                                              const wire::BasicProperties& properties, std::span<const std::byte> body) {
+  return immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now()); });
 }
 
 Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
-  return settle([&](engine::Connection& c) { return c.ack(channel, delivery_tag, multiple); });
+  return immediate([&](engine::Connection& c) { return c.ack(channel, delivery_tag, multiple); });
 }
 
 Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
-  return settle([&](engine::Connection& c) { return c.nack(channel, delivery_tag, multiple, requeue); });
+  return immediate([&](engine::Connection& c) { return c.nack(channel, delivery_tag, multiple, requeue); });
 }
 
 Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
-  return settle([&](engine::Connection& c) { return c.reject(channel, delivery_tag, requeue); });
+  return immediate([&](engine::Connection& c) { return c.reject(channel, delivery_tag, requeue); });
 }
 
 void Connection::close(Done done) {

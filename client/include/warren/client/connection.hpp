@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -106,8 +107,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void later(std::function<void()> fn);  // a callback that must not run inside the caller's call
   template <class Verb>
   void request(Verb verb, Answer done);
-  template <class Settle>
-  [[nodiscard]] Result<void> settle(Settle settle);
+  // A command whose result is known at once (ack, nack, reject, a callback-free publish).
+  template <class Verb>
+  [[nodiscard]] auto immediate(Verb verb) -> std::invoke_result_t<Verb&, engine::Connection&>;
 
   // StreamEvents
   void on_connected() override;
