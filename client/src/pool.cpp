@@ -14,8 +14,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 }
 
 void Lease::release() {
-  auto connection = std::move(connection_);
-  connection_.reset();
+  auto connection = std::move(connection_);  // leaves connection_ empty
   if (!connection) return;
   if (auto pool = pool_.lock()) pool->give_back(std::move(connection));
 }

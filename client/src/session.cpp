@@ -80,9 +80,16 @@ void RecoveringChannel::publish(const wire::BasicPublish& m, const wire::BasicPr
   auto w = std::make_unique<Waiting>(m, properties, body);
   w->deadline = session_.driver().now() + timeout;
   w->done = std::move(done);
-  waiting_.push_back(std::move(w));
   if (!waiting_timer_) waiting_timer_ = session_.driver().timer([this] { expire_waiting(); });
-  expire_waiting();  // arms the timer for the earliest deadline
+  // Only an earlier deadline moves the timer: no scan of what already waits.
+  if (!armed_ || w->deadline < *armed_) arm(w->deadline);
+  waiting_.push_back(std::move(w));
+}
+
+void RecoveringChannel::arm(std::optional<engine::Instant> at) {
+  armed_ = at;
+  if (at) waiting_timer_->arm(*at);
+  else if (waiting_timer_) waiting_timer_->cancel();
 }
 
 void RecoveringChannel::expire_waiting() {
@@ -95,8 +102,7 @@ void RecoveringChannel::expire_waiting() {
   });
   std::optional<engine::Instant> next;
   for (const auto& w : waiting_) next = next ? std::min(*next, w->deadline) : w->deadline;
-  if (next) waiting_timer_->arm(*next);
-  else if (waiting_timer_) waiting_timer_->cancel();
+  arm(next);
   const Error e = make_error(errc::timeout, "no connection before the publish's deadline; it was never sent");
   for (auto& done : expired) done(engine::PublishOutcome::timed_out, e);
 }
@@ -108,7 +114,7 @@ void RecoveringChannel::flush_waiting() {
     connection_->publish(channel_, wire::BasicPublish{w->exchange, w->routing_key, w->mandatory}, w->properties,
                          std::as_bytes(std::span{w->body.data(), w->body.size()}), std::move(w->done));
   }
-  if (waiting_.empty() && waiting_timer_) waiting_timer_->cancel();
+  if (waiting_.empty()) arm(std::nullopt);
 }
 
 void RecoveringChannel::consume(const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch, OnMessage on_message,
@@ -235,7 +241,6 @@ void Session::lost(const Error& cause) {
 void Session::retry(const Error& cause) {
   if (permanent(cause)) {  // whether or not it ever worked: waiting will not change the answer
     set_status(Status{State::closed, status_.attempt, engine::Duration{0}, cause});
-    for (auto& ch : channels_) ch->expire_waiting();
     return;
   }
   const unsigned attempt = status_.attempt + 1;
@@ -261,6 +266,7 @@ void Session::close(Connection::Done done) {
     ch->ready_ = false;
     auto waiting = std::move(ch->waiting_);
     ch->waiting_.clear();
+    ch->arm(std::nullopt);
     Error e = make_error(errc::connection_closed, "the session closed first; it was never sent");
     for (auto& w : waiting) w->done(engine::PublishOutcome::failed, e);
   }

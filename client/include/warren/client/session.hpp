@@ -84,6 +84,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   void detach();  // the connection is gone
   void flush_waiting();
   void expire_waiting();
+  void arm(std::optional<engine::Instant> at);  // the waiting timer, or none
   [[nodiscard]] Result<void> check(DeliveryRef ref) const;
 
   Session& session_;
@@ -94,6 +95,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   bool ready_ = false;
   std::deque<std::unique_ptr<Waiting>> waiting_;
   std::unique_ptr<Timer> waiting_timer_;
+  std::optional<engine::Instant> armed_;  // the earliest waiting deadline, as armed
 };
 
 class Session : public std::enable_shared_from_this<Session> {
