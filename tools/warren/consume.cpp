@@ -5,7 +5,6 @@
 // messages are fetched one at a time (basic.get), because a no-ack consumer cannot be
 // limited and what it was sent past N would be lost.
 #include <algorithm>
-#include <cmath>
 #include <iostream>
 
 #include "commands.hpp"
@@ -30,8 +29,8 @@ class ConsumeJob final : public Job {
 
  private:
   Result<void> validate() override {
-    if (args_->timeout_s && (!std::isfinite(*args_->timeout_s) || *args_->timeout_s <= 0))
-      return make_error(errc::invalid_argument, "--timeout must be a positive number of seconds");
+    if (args_->timeout_s)
+      if (auto ok = check_timeout_seconds(*args_->timeout_s); !ok.ok()) return ok;
     if (args_->prefetch && *args_->prefetch == 0)
       return make_error(errc::invalid_argument, "--prefetch must be at least 1");
     return {};
@@ -40,8 +39,7 @@ class ConsumeJob final : public Job {
   void start() override {
     if (args_->timeout_s) {
       deadline_timer_ = driver().timer([this] { timed_out(); });
-      deadline_timer_->arm(started_ + std::chrono::duration_cast<engine::Duration>(
-                                          std::chrono::duration<double>(*args_->timeout_s)));
+      deadline_timer_->arm(started_ + from_seconds(*args_->timeout_s));
     }
     if (args_->no_ack && args_->count > 0) return get_next();
     std::uint16_t prefetch = args_->prefetch.value_or(250);
@@ -116,9 +114,7 @@ class ConsumeJob final : public Job {
   void timed_out() {
     if (done_ || failed()) return;
     if (poll_timer_) poll_timer_->cancel();
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g", *args_->timeout_s);
-    std::string why = "timed out after " + std::string(seconds) + " s with " + std::to_string(received_) + " message(s)";
+    std::string why = "timed out after " + seconds_text(*args_->timeout_s) + " s with " + std::to_string(received_) + " message(s)";
     if (args_->count > 0) why += " of " + std::to_string(args_->count);
     fail_text("consume " + args_->queue, why);
   }

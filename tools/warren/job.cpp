@@ -1,5 +1,6 @@
 #include "job.hpp"
 
+#include <cmath>
 #include <system_error>
 
 namespace warren::cli {
@@ -9,6 +10,22 @@ std::string describe(const Error& error) {
   // "connect 127.0.0.1:5999: connection refused".
   if (error.code.category() != warren::error_category() && !error.detail.empty()) return error.detail;
   return error.to_string();
+}
+
+Result<void> check_timeout_seconds(double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0)
+    return make_error(errc::invalid_argument, "--timeout must be a positive number of seconds");
+  return {};
+}
+
+engine::Duration from_seconds(double seconds) {
+  return std::chrono::duration_cast<engine::Duration>(std::chrono::duration<double>(seconds));
+}
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
 }
 
 void report(std::string_view what, std::string_view why) {

@@ -28,6 +28,12 @@ struct Common {
 inline constexpr int exit_failed = 1;
 inline constexpr int exit_usage = 2;
 
+// Seconds as the command line gives them (--timeout, -z): checked, converted, and printed
+// back as given ("1", "2.5").
+[[nodiscard]] Result<void> check_timeout_seconds(double seconds);  // finite and positive
+[[nodiscard]] engine::Duration from_seconds(double seconds);
+[[nodiscard]] std::string seconds_text(double seconds);
+
 // "connect 127.0.0.1:5999: connection refused", "access refused (403): ...": a dial error
 // already says what and why; warren's own errors say their kind first.
 [[nodiscard]] std::string describe(const Error& error);

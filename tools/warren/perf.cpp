@@ -3,7 +3,6 @@
 // time (steady clock, nanoseconds) in their first 8 bytes, so consumers measure latency.
 // CPU is the process's user + system time (getrusage) over the measured phase; CPU per
 // message divides it by the larger of messages sent and messages received.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include "commands.hpp"
 #include "histogram.hpp"
 #include "message_json.hpp"
+#include "process_usage.hpp"
 
 namespace warren::cli {
 namespace {
@@ -33,19 +33,6 @@ struct PerfArgs {
   double seconds = 0;  // 0: until the counts are reached
   bool json = false;
 };
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-long peak_rss_kb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;
-}
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
@@ -162,7 +149,7 @@ class PerfJob final : public Job {
     cpu_start_ = cpu_seconds();
     if (args_->seconds > 0) {
       stop_timer_ = driver().timer([this] { end(); });
-      stop_timer_->arm(started_ + std::chrono::duration_cast<engine::Duration>(std::chrono::duration<double>(args_->seconds)));
+      stop_timer_->arm(started_ + from_seconds(args_->seconds));
     }
     if (!args_->json && isatty(STDOUT_FILENO)) {
       progress_timer_ = driver().timer([this] { progress(); });

@@ -1,6 +1,5 @@
 // warren rpc serve: answers each request on a queue with its body upper-cased.
 // warren rpc call: sends one request over direct reply-to and prints the reply.
-#include <cmath>
 #include <iostream>
 
 #include "commands.hpp"
@@ -56,24 +55,18 @@ class CallJob final : public Job {
   explicit CallJob(std::shared_ptr<RpcArgs> args) : Job(args->common), args_(std::move(args)) {}
 
  private:
-  Result<void> validate() override {
-    if (!std::isfinite(args_->timeout_s) || args_->timeout_s <= 0)
-      return make_error(errc::invalid_argument, "--timeout must be a positive number of seconds");
-    return {};
-  }
+  Result<void> validate() override { return check_timeout_seconds(args_->timeout_s); }
 
   void start() override {
     rpc_ = client::RpcClient::start(driver(), conn_, channel_, [this](const Error* e) {
       if (e) return fail("rpc call " + args_->queue, *e);
-      auto timeout = std::chrono::duration_cast<engine::Duration>(std::chrono::duration<double>(args_->timeout_s));
-      rpc_->call("", args_->queue, {}, std::as_bytes(std::span{args_->body.data(), args_->body.size()}), timeout,
+      rpc_->call("", args_->queue, {}, std::as_bytes(std::span{args_->body.data(), args_->body.size()}),
+                 from_seconds(args_->timeout_s),
                  [this](const Error* e, const engine::Message* reply) {
                    if (e) {
-                     if (e->code == make_error_code(errc::timeout)) {
-                       char s[32];
-                       std::snprintf(s, sizeof s, "%g", args_->timeout_s);
-                       return fail_text("rpc call " + args_->queue, "timed out: no reply within " + std::string(s) + " s");
-                     }
+                     if (e->code == make_error_code(errc::timeout))
+                       return fail_text("rpc call " + args_->queue,
+                                        "timed out: no reply within " + seconds_text(args_->timeout_s) + " s");
                      if (e->reply_code == 312) return fail_text("rpc call " + args_->queue, "returned 312 " + e->detail);
                      return fail("rpc call " + args_->queue, *e);
                    }
