@@ -8,7 +8,6 @@
 //   consume: N messages already in Q, prefetch 500, a multiple ack every 100
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -17,20 +16,12 @@
 #include <string>
 #include <thread>
 
+#include "process_usage.hpp"
+
 namespace {
 
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-long peak_rss_kb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;
-}
+using warren::cli::cpu_seconds;
+using warren::cli::peak_rss_kb;
 
 [[noreturn]] void die(const char* what, const char* why) {
   std::fprintf(stderr, "rabbitmqc-perf: %s: %s\n", what, why);
