@@ -33,10 +33,9 @@ void Connection::later(std::function<void()> fn) {
 // ---- dialling, host by host
 
 void Connection::dial_next() {
+  if (close_asked_) return;
   if (endpoint_index_ >= url_.endpoints.size()) {
-    Error e = last_dial_error_ ? *last_dial_error_ : make_error(errc::connection_lost, "no host to dial");
-    ready_reported_ = true;
-    if (on_ready_) on_ready_(&e);
+    finish(last_dial_error_ ? *last_dial_error_ : make_error(errc::connection_lost, "no host to dial"));
     return;
   }
   std::optional<tls::TlsOptions> tls;
@@ -114,6 +113,16 @@ void Connection::pump() {
   dispatching_ = true;
   while (auto e = engine_->poll_event()) dispatch(*e);
   dispatching_ = false;
+  if (redial_) {
+    redial_ = false;
+    if (stream_) stream_->close();
+    stream_.reset();
+    timer_.reset();
+    engine_.reset();
+    ++endpoint_index_;
+    dial_next();
+    return;
+  }
   flush();
   if (stream_ && engine_->wants_input() != reading_) {
     reading_ = engine_->wants_input();
@@ -138,17 +147,16 @@ void Connection::dispatch(const engine::Event& event) {
           ready_reported_ = true;
           if (on_ready_) on_ready_(nullptr);
         } else if constexpr (std::is_same_v<E, engine::Closed>) {
-          if (!ready_reported_) {
-            ready_reported_ = true;
-            if (on_ready_) on_ready_(&e.cause);
-          } else if (!closed_reported_) {
-            closed_reported_ = true;
-            if (on_close_done_) {
-              auto done = std::move(on_close_done_);
-              done(e.cause.reply_code == 200 ? nullptr : &e.cause);
-            }
-            end_subscriptions(0, e.cause);
-            if (on_closed) on_closed(e.cause);
+          // A host that took the TCP connection but failed the handshake (timed out, closed
+          // it, 320) is one failed host: the next is tried. Refused credentials or vhost are
+          // the same everywhere, so they end the dial.
+          const bool refused = e.cause.reply_code == 403 || e.cause.reply_code == 530 ||
+                               e.cause.code == make_error_code(errc::access_refused);
+          if (!ready_reported_ && !close_asked_ && !refused && endpoint_index_ + 1 < url_.endpoints.size()) {
+            last_dial_error_ = e.cause;
+            redial_ = true;  // once this turn of the loop is over
+          } else {
+            finish(e.cause);
           }
         } else if constexpr (std::is_same_v<E, engine::Blocked>) {
           if (on_blocked) on_blocked(e.reason);
@@ -231,8 +239,39 @@ void Connection::dispatch(const engine::Event& event) {
 
 // ---- commands
 
+// The connection's end: every waiter still registered is settled with `cause`, exactly once,
+// then the close waiters, then on_closed. Nothing is reported after this.
+void Connection::finish(const Error& cause) {
+  if (closed_reported_) return;
+  closed_reported_ = true;
+  auto keep = weak_from_this().lock();  // a callback below may drop the last reference
+  auto opening = std::move(opening_);
+  auto answers = std::move(answers_);
+  auto gets = std::move(gets_);
+  auto publishes = std::move(publishes_);
+  opening_.clear();
+  answers_.clear();
+  gets_.clear();
+  publishes_.clear();
+  for (auto& [id, done] : opening) done(&cause, id);
+  for (auto& [id, done] : gets) done(&cause, nullptr);
+  for (auto& [id, done] : answers) done(&cause, nullptr);
+  for (auto& [key, done] : publishes) done(engine::PublishOutcome::failed, cause);
+  end_subscriptions(0, cause);
+  const bool was_ready = ready_reported_;
+  if (!ready_reported_) {
+    ready_reported_ = true;
+    if (on_ready_) on_ready_(&cause);
+  }
+  auto waiters = std::move(close_waiters_);
+  close_waiters_.clear();
+  for (auto& done : waiters) done(close_asked_ || cause.reply_code == 200 ? nullptr : &cause);
+  if (was_ready && on_closed) on_closed(cause);
+}
+
 template <class Verb>
 void Connection::request(Verb verb, Answer done) {
+  if (!done) done = [](const Error*, const wire::Method*) {};  // every path below may call it
   Result<engine::RequestId> r = engine_ ? verb(*engine_) : Result<engine::RequestId>(make_error(errc::connection_closed, "not connected"));
   if (!r.ok()) {
     later([done = std::move(done), e = r.error()] { done(&e, nullptr); });
@@ -247,6 +286,7 @@ void Connection::request(Verb verb, Answer done) {
 }
 
 void Connection::open_channel(std::function<void(const Error*, ChannelId)> done) {
+  if (!done) done = [](const Error*, ChannelId) {};
   auto r = engine_ ? engine_->open_channel(driver_.now()) : Result<ChannelId>(make_error(errc::connection_closed, "not connected"));
   if (!r.ok()) {
     later([done = std::move(done), e = r.error()] { done(&e, 0); });
@@ -329,12 +369,24 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
                          OnMessage on_message, OnEnded on_ended, Answer done) {
   // The consumer is registered when consume-ok names its tag (or now, for a chosen tag).
   auto handler = std::make_shared<OnMessage>(std::move(on_message));
+  if (m.no_wait) {
+    // Nothing will answer, and the tag is ours: the subscription is registered now, before
+    // a delivery for it can be read.
+    request([&](engine::Connection& c) {
+              auto r = c.basic_consume(channel, m, prefetch, driver_.now());
+              if (r.ok())
+                consumers_.push_back(Subscription{channel, std::string(m.consumer_tag), std::move(*handler), std::move(on_ended)});
+              return r;
+            },
+            std::move(done));
+    return;
+  }
   request([&](engine::Connection& c) { return c.basic_consume(channel, m, prefetch, driver_.now()); },
           [this, channel, handler, on_ended = std::move(on_ended), done = std::move(done)](const Error* e, const wire::Method* reply) mutable {
             if (!e && reply)
               if (const auto* ok = std::get_if<wire::BasicConsumeOk>(reply))
                 consumers_.push_back(Subscription{channel, std::string(ok->consumer_tag), std::move(*handler), std::move(on_ended)});
-            done(e, reply);
+            if (done) done(e, reply);
           });
 }
 
@@ -343,7 +395,7 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
   auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now())
                    : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
   if (!r.ok()) {
-    later([done = std::move(done), e = r.error()] { done(engine::PublishOutcome::failed, e); });
+    if (done) later([done = std::move(done), e = r.error()] { done(engine::PublishOutcome::failed, e); });
     return;
   }
   if (done) publishes_.emplace(std::pair{channel, *r}, std::move(done));
@@ -378,16 +430,31 @@ Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, b
 }
 
 void Connection::close(Done done) {
-  if (!engine_) {
+  if (!done) done = [](const Error*) {};
+  if (closed_reported_) {  // already over: nothing to close
     later([done = std::move(done)] { done(nullptr); });
     return;
   }
-  auto r = engine_->close(driver_.now());
-  if (!r.ok()) {
-    later([done = std::move(done), e = r.error()] { done(&e); });
+  close_waiters_.push_back(std::move(done));
+  if (close_asked_) return;  // a close is under way: this waiter is told when it ends
+  close_asked_ = true;
+  if (!engine_) {
+    // Still dialling: stop the dial, so no socket outlives the close.
+    if (stream_) stream_->close();
+    stream_.reset();
+    timer_.reset();
+    std::weak_ptr<Connection> self = weak_from_this();
+    later([self] {
+      if (auto c = self.lock()) c->finish(make_error(errc::connection_closed, "closed by the application before it was connected"));
+    });
     return;
   }
-  on_close_done_ = std::move(done);
+  auto r = engine_->close(driver_.now());
+  if (!r.ok()) {  // the engine's latch is set: its Closed event settles the waiters
+    if (!engine_->error()) later([self = weak_from_this(), e = r.error()] {
+      if (auto c = self.lock()) c->finish(e);
+    });
+  }
   pump();
 }
 

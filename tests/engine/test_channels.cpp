@@ -205,6 +205,8 @@ TEST(Timeouts, a_close_ok_that_never_comes_fails_the_connection) {
   b.open_channel();
   ASSERT_TRUE(b.conn.close_channel(1, b.now).ok());
   b.advance(10s);
+  // The application's close_channel is a waiter too: it fails with the cause, then the end.
+  b.expect_event("failed(ch1 #1, timed out: channel.close-ok for channel 1 did not arrive within 10000 ms)");
   b.expect_event("closed(timed out: channel.close-ok for channel 1 did not arrive within 10000 ms)");
 }
 
@@ -260,6 +262,44 @@ TEST(Latch, a_lost_stream_is_latched) {
   b.expect_event("failed(ch1 #" + std::to_string(*r) + ", connection lost: the broker closed the connection)");
   b.expect_event("closed(connection lost: the broker closed the connection)");
   EXPECT_TRUE(b.conn.finished());
+}
+
+// The waiters that do not sit in a channel's request queue are settled by the latch too: a
+// channel still opening, the application's channel.close awaiting close-ok, and a basic.get
+// whose get-ok came but whose content did not.
+TEST(Latch, waiters_outside_the_request_queue_are_settled_by_the_latch) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();  // 1: will have a get half in
+    b.open_channel();  // 2: will be closing
+    auto get = b.conn.basic_get(1, BasicGet{.queue = "q"}, b.now);
+    auto close = b.conn.close_channel(2, b.now);
+    auto opening = b.conn.open_channel(b.now);  // 3: its open-ok never comes
+    ASSERT_TRUE(get.ok() && close.ok() && opening.ok());
+    b.send(1, BasicGetOk{7, false, "", "q", 0});  // the content header and body never come
+    b.eof();
+    const std::string cause = "connection lost: the broker closed the connection";
+    b.expect_event("failed(ch1 #" + std::to_string(*get) + ", " + cause + ")");
+    b.expect_event("failed(ch2 #" + std::to_string(*close) + ", " + cause + ")");
+    b.expect_event("channel-closed(ch" + std::to_string(*opening) + ", " + cause + ")");
+    b.expect_event("closed(" + cause + ")");
+    b.expect_no_event();
+  });
+}
+
+// When both sides close a channel at once, the application's close_channel is answered at
+// the close deadline (the broker's close-ok never comes: it sent a close instead).
+TEST(Latch, a_crossed_channel_close_answers_the_applications_close) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  auto close = b.conn.close_channel(1, b.now);
+  ASSERT_TRUE(close.ok());
+  b.send(1, ChannelClose{406, "PRECONDITION_FAILED - x", 50, 10});
+  b.advance(10s);
+  b.expect_event("done(ch1 #" + std::to_string(*close) + " channel.close-ok())");
+  b.expect_event("channel-closed(ch1, channel closed 200: closed by the application)");
+  EXPECT_TRUE(b.conn.is_open());
 }
 
 TEST(Latch, a_connection_error_from_the_broker_closes_the_connection_with_its_cause) {

@@ -192,7 +192,16 @@ void Connection::Impl::handle_timeout(Instant now) {
     }
     if (auto* c = std::get_if<Channel::Closing>(&ch->state); c && now >= c->deadline) {
       if (c->crossed) {
+        // The broker closed it too and we answered: it is closed, and the application's
+        // close_channel, if it asked, is done.
+        const RequestId request = c->request;
         free_channel(id);
+        if (request != 0) {
+          emit(RequestDone{id, request, wire::ChannelCloseOk{}});
+          Error e = make_error(errc::channel_closed, "closed by the application");
+          e.reply_code = wire::reply::success;
+          emit(ChannelClosed{id, std::move(e)});
+        }
         continue;
       }
       discard_output_ = true;
@@ -248,7 +257,15 @@ void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
   input_dead_ = true;
   input_pending_ = false;
   phase_ = Finished{};
-  for (ChannelId id : active_) fail_channel_work(*channels_[id], cause);
+  for (ChannelId id : active_) {
+    Channel& ch = *channels_[id];
+    fail_channel_work(ch, cause);
+    // Waiters that are not in `pending`: a channel still opening (its open has no request
+    // id) and the application's channel.close awaiting close-ok.
+    if (std::holds_alternative<Channel::Opening>(ch.state)) emit(ChannelClosed{id, cause});
+    if (const auto* c = std::get_if<Channel::Closing>(&ch.state); c && c->request != 0)
+      emit(RequestFailed{id, c->request, cause});
+  }
   while (!waiting_.empty()) {
     auto w = waiting_.pop_front();
     emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::failed, cause});
@@ -267,6 +284,11 @@ void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
   while (!ch.pending.empty()) {
     auto p = ch.pending.pop_front();
     if (p.id != 0) emit(RequestFailed{ch.id, p.id, cause});
+  }
+  // A basic.get whose get-ok came but whose content did not: it left `pending` already.
+  if (ch.assembly.kind == Assembly::Kind::get_ok) {
+    emit(RequestFailed{ch.id, ch.assembly.request, cause});
+    ch.assembly.kind = Assembly::Kind::discard;
   }
   while (!ch.unconfirmed.empty()) {
     auto u = ch.unconfirmed.pop_front();

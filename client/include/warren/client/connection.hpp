@@ -104,6 +104,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void pump();   // poll and dispatch events, write, re-arm the timer
   void flush();  // write what is pending, if no write is in flight
   void dispatch(const engine::Event& e);
+  void finish(const Error& cause);  // the end: settle every waiter once, then on_closed
   void later(std::function<void()> fn);  // a callback that must not run inside the caller's call
   template <class Verb>
   void request(Verb verb, Answer done);
@@ -130,8 +131,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::size_t write_in_flight_ = 0;  // bytes of the write in flight, 0 when none
   bool reading_ = true;
   bool ready_reported_ = false;
-  bool closed_reported_ = false;
-  Done on_close_done_;
+  bool closed_reported_ = false;  // finish() ran: nothing is reported after it
+  bool close_asked_ = false;      // close() was called
+  bool redial_ = false;           // this host failed its handshake: dial the next after this turn
+  std::vector<Done> close_waiters_;
 
   std::unordered_map<engine::RequestId, Answer> answers_;
   std::unordered_map<engine::RequestId, std::function<void(const Error*, const engine::Message*)>> gets_;

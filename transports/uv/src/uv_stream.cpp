@@ -1,0 +1,384 @@
+// The libuv stream: resolve, dial each address in turn, then read and write a socket we own
+// through a uv_poll_t (see uv_stream.hpp for why not a uv_tcp_t). Every write uses
+// sendmsg(MSG_NOSIGNAL); a completed write and an error found inside a call are reported from
+// the loop (an idle handle), never from inside the caller's write().
+#include "uv_stream.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace warren::uv::detail {
+namespace {
+
+Error sys_error(const std::string& what, int sys_errno) {
+  // libuv's error text is lower-case ("connection refused"), as the Asio driver's is.
+  Error e = make_error(errc::connection_lost, what + ": " + uv_strerror(-sys_errno));
+  e.code = std::error_code(sys_errno, std::system_category());
+  return e;
+}
+
+template <class Handle>
+void close_and_free(Handle* h) {
+  if (!h) return;
+  h->data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(h), [](uv_handle_t* x) { delete reinterpret_cast<Handle*>(x); });
+}
+
+// The poll handle and the socket it watches: the socket is closed once libuv is done with
+// the handle, so the descriptor number cannot be reused under a live watcher.
+struct Socket {
+  uv_poll_t poll;
+  int fd;
+};
+
+void close_socket(Socket* s) {
+  if (!s) return;
+  s->poll.data = nullptr;
+  uv_poll_stop(&s->poll);
+  uv_close(reinterpret_cast<uv_handle_t*>(&s->poll), [](uv_handle_t* h) {
+    auto* sock = reinterpret_cast<Socket*>(h);  // poll is the first member
+    ::close(sock->fd);
+    delete sock;
+  });
+}
+
+class UvStream final : public client::Stream {
+ public:
+  UvStream(uv_loop_t* loop, client::Endpoint endpoint, engine::Duration timeout, std::optional<tls::TlsOptions> tls,
+           client::StreamEvents& events)
+      : loop_(loop), endpoint_(std::move(endpoint)), events_(&events), timeout_ms_(timeout.count()),
+        read_buffer_(64 * 1024) {
+    idle_ = new uv_idle_t;
+    uv_idle_init(loop_, idle_);
+    idle_->data = this;
+    if (tls) {
+      auto session = tls::TlsSession::client(*tls);
+      if (!session.ok()) {
+        report_later(std::move(session).error());
+        return;
+      }
+      tls_.emplace(std::move(session).value());
+    }
+    dial_timer_ = new uv_timer_t;
+    uv_timer_init(loop_, dial_timer_);
+    dial_timer_->data = this;
+    uv_timer_start(dial_timer_, [](uv_timer_t* t) {
+      auto* self = static_cast<UvStream*>(t->data);
+      if (!self) return;
+      self->fail(make_error(errc::timeout, "connect " + self->where() + ": no connection within " +
+                                               std::to_string(self->timeout_ms_) + " ms"));
+    }, static_cast<std::uint64_t>(timeout.count()), 0);
+    resolver_ = new uv_getaddrinfo_t;
+    resolver_->data = this;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    std::string port = std::to_string(endpoint_.port);
+    int rc = uv_getaddrinfo(loop_, resolver_, &UvStream::on_resolved, endpoint_.host.c_str(), port.c_str(), &hints);
+    if (rc != 0) {
+      delete resolver_;
+      resolver_ = nullptr;
+      report_later(sys_error("resolve " + endpoint_.host, -rc));
+    }
+  }
+
+  ~UvStream() override { close(); }
+
+  void write(std::span<const std::span<const std::byte>> parts) override {
+    if (!socket_ || !events_) return;
+    std::size_t total = 0;
+    for (auto p : parts) total += p.size();
+    if (tls_) {
+      for (auto p : parts)
+        if (auto r = tls_->write_plaintext(p); !r.ok()) return report_later(std::move(r).error());
+      plain_written_ += total;
+      send_ciphertext();
+      return;
+    }
+    out_.clear();
+    for (auto p : parts)
+      if (!p.empty()) out_.push_back(iovec{const_cast<std::byte*>(p.data()), p.size()});
+    out_next_ = 0;
+    out_total_ = total;
+    send_out();
+  }
+
+  void set_reading(bool reading) override {
+    reading_ = reading;
+    watch();
+  }
+
+  void close() override {
+    events_ = nullptr;
+    if (resolver_) {
+      resolver_->data = nullptr;  // freed in its callback
+      uv_cancel(reinterpret_cast<uv_req_t*>(resolver_));
+      resolver_ = nullptr;
+    }
+    close_and_free(dial_timer_);
+    dial_timer_ = nullptr;
+    close_and_free(idle_);
+    idle_ = nullptr;
+    close_socket(socket_);
+    socket_ = nullptr;
+  }
+
+ private:
+  std::string where() const { return endpoint_.host + ":" + std::to_string(endpoint_.port); }
+
+  void fail(Error e) {
+    auto* events = events_;
+    close();
+    if (events) events->on_stream_error(std::move(e));
+  }
+
+  // An error found while the caller is still inside one of our calls: report it from the loop.
+  void report_later(Error e) {
+    if (!pending_error_) pending_error_ = std::move(e);
+    wake();
+  }
+  void wake() {
+    if (idle_ && !uv_is_active(reinterpret_cast<uv_handle_t*>(idle_))) uv_idle_start(idle_, &UvStream::on_idle);
+  }
+  static void on_idle(uv_idle_t* h) {
+    auto* self = static_cast<UvStream*>(h->data);
+    uv_idle_stop(h);
+    if (!self || !self->events_) return;
+    if (self->pending_error_) return self->fail(*self->pending_error_);
+    if (self->written_ > 0) {
+      std::size_t n = std::exchange(self->written_, 0);
+      self->events_->on_written(n);
+    }
+  }
+
+  // ---- dialling: every resolved address in turn, within the one deadline
+
+  static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+    auto* self = static_cast<UvStream*>(req->data);
+    delete req;
+    if (!self) {  // closed while resolving
+      uv_freeaddrinfo(res);
+      return;
+    }
+    self->resolver_ = nullptr;
+    if (status < 0) {
+      uv_freeaddrinfo(res);
+      return self->fail(sys_error("resolve " + self->endpoint_.host, -status));
+    }
+    for (addrinfo* a = res; a; a = a->ai_next) {
+      Address address{};
+      std::memcpy(&address.storage, a->ai_addr, a->ai_addrlen);
+      address.length = a->ai_addrlen;
+      self->addresses_.push_back(address);
+    }
+    uv_freeaddrinfo(res);
+    self->dial_next_address();
+  }
+
+  void dial_next_address() {
+    while (next_address_ < addresses_.size()) {
+      const Address& a = addresses_[next_address_++];
+      int fd = ::socket(a.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+      if (fd < 0) {
+        last_errno_ = errno;
+        continue;
+      }
+      int one = 1;
+      (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&a.storage), a.length) != 0 && errno != EINPROGRESS) {
+        last_errno_ = errno;
+        ::close(fd);
+        continue;
+      }
+      socket_ = new Socket{};
+      socket_->fd = fd;
+      uv_poll_init_socket(loop_, &socket_->poll, fd);
+      socket_->poll.data = this;
+      dialling_ = true;
+      watching_ = 0;
+      watch();
+      return;
+    }
+    fail(sys_error("connect " + where(), last_errno_ != 0 ? last_errno_ : ECONNREFUSED));
+  }
+
+  void on_tcp_connect_result() {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(socket_->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err != 0) {  // this address refused or is unreachable: the next one
+      last_errno_ = err;
+      close_socket(socket_);
+      socket_ = nullptr;
+      return dial_next_address();
+    }
+    dialling_ = false;
+    watch();
+    if (tls_) {
+      send_ciphertext();  // the ClientHello; connected once the handshake is verified
+      return;
+    }
+    connected();
+  }
+
+  void connected() {
+    connected_ = true;
+    close_and_free(dial_timer_);  // the dial is done: its timeout no longer applies
+    dial_timer_ = nullptr;
+    watch();
+    events_->on_connected();
+  }
+
+  // ---- the poll: readable while reading is wanted (always during a TLS handshake), writable
+  // while connecting or while a write waits for room.
+
+  void watch() {
+    if (!socket_) return;
+    int want = 0;
+    if (dialling_ || !out_done()) want |= UV_WRITABLE;
+    if (!dialling_ && (reading_ || !connected_)) want |= UV_READABLE;
+    if (want == watching_) return;
+    watching_ = want;
+    if (want == 0) uv_poll_stop(&socket_->poll);
+    else uv_poll_start(&socket_->poll, want, &UvStream::on_poll);
+  }
+
+  static void on_poll(uv_poll_t* h, int status, int events) {
+    auto* self = static_cast<UvStream*>(h->data);
+    if (!self) return;
+    if (self->dialling_) return self->on_tcp_connect_result();
+    if (status < 0) return self->fail(sys_error("poll " + self->where(), -status));
+    if (events & UV_WRITABLE) {
+      self->send_out();
+      if (!h->data) return;  // failed, and closed
+    }
+    if (events & UV_READABLE) self->read_once();
+  }
+
+  void read_once() {
+    ssize_t n = ::recv(socket_->fd, read_buffer_.data(), read_buffer_.size(), 0);
+    if (n == 0) return fail(make_error(errc::connection_lost, "the broker closed the connection"));
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      return fail(sys_error("read " + where(), errno));
+    }
+    auto bytes = std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n));
+    if (!tls_) return events_->on_bytes(bytes);
+    if (auto r = tls_->handle_ciphertext(bytes); !r.ok()) return fail(std::move(r).error());
+    auto* witness = &socket_->poll;
+    send_ciphertext();
+    if (!witness->data) return;
+    if (!connected_ && tls_->handshake_done()) {
+      connected();
+      if (!witness->data) return;
+    }
+    if (!tls_->plaintext().empty()) events_->on_bytes(tls_->plaintext());
+  }
+
+  // ---- writing: one gathered write at a time, resumed when the socket has room
+
+  bool out_done() const { return out_next_ >= out_.size(); }
+
+  void send_out() {
+    while (!out_done()) {
+      msghdr msg{};
+      msg.msg_iov = out_.data() + out_next_;
+      msg.msg_iovlen = std::min<std::size_t>(out_.size() - out_next_, IOV_MAX);
+      ssize_t n = ::sendmsg(socket_->fd, &msg, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        out_.clear();
+        out_next_ = 0;
+        return report_later(sys_error("write " + where(), errno));
+      }
+      auto left = static_cast<std::size_t>(n);
+      while (left > 0 && !out_done()) {
+        iovec& v = out_[out_next_];
+        std::size_t take = std::min(left, v.iov_len);
+        v.iov_base = static_cast<std::byte*>(v.iov_base) + take;
+        v.iov_len -= take;
+        left -= take;
+        if (v.iov_len == 0) ++out_next_;
+      }
+    }
+    watch();
+    if (!out_done()) return;
+    out_.clear();
+    out_next_ = 0;
+    if (tls_) {
+      send_ciphertext();  // more records may have been queued meanwhile
+      return;
+    }
+    written_ += std::exchange(out_total_, 0);
+    wake();
+  }
+
+  // TLS: hand OpenSSL's output to the socket; a plaintext write completes when its records do.
+  void send_ciphertext() {
+    if (!socket_ || !out_done()) return;
+    auto pending = tls_->pending_ciphertext();
+    if (pending.empty()) {
+      if (plain_written_ > 0) {
+        written_ += std::exchange(plain_written_, 0);
+        wake();
+      }
+      return;
+    }
+    cipher_out_.assign(pending.begin(), pending.end());
+    tls_->consume_ciphertext(pending.size());
+    out_.assign(1, iovec{cipher_out_.data(), cipher_out_.size()});
+    out_next_ = 0;
+    send_out();
+  }
+
+  struct Address {
+    sockaddr_storage storage;
+    socklen_t length;
+  };
+
+  uv_loop_t* loop_;
+  client::Endpoint endpoint_;
+  client::StreamEvents* events_;
+  long long timeout_ms_;
+  std::optional<tls::TlsSession> tls_;
+  std::optional<Error> pending_error_;
+  uv_timer_t* dial_timer_ = nullptr;
+  uv_idle_t* idle_ = nullptr;
+  uv_getaddrinfo_t* resolver_ = nullptr;
+  std::vector<Address> addresses_;
+  std::size_t next_address_ = 0;
+  int last_errno_ = 0;
+  Socket* socket_ = nullptr;
+  int watching_ = 0;
+  bool dialling_ = false;
+  bool connected_ = false;
+  bool reading_ = true;
+  std::vector<std::byte> read_buffer_;
+  std::vector<iovec> out_;  // the write in progress: what is left of it from out_next_ on
+  std::size_t out_next_ = 0;
+  std::size_t out_total_ = 0;
+  std::size_t written_ = 0;  // bytes written, to report from the loop
+  std::vector<std::byte> cipher_out_;
+  std::size_t plain_written_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<client::Stream> dial_stream(uv_loop_t* loop, const client::Endpoint& endpoint,
+                                            engine::Duration timeout, std::optional<tls::TlsOptions> tls,
+                                            client::StreamEvents& events) {
+  return std::make_unique<UvStream>(loop, endpoint, timeout, std::move(tls), events);
+}
+
+}  // namespace warren::uv::detail
