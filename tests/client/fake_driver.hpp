@@ -119,7 +119,7 @@ class FakeBroker {
     } else if (const auto* c = std::get_if<wire::BasicConsume>(&*m)) {
       tag_ = c->consumer_tag.empty() ? "amq.ctag-fake-" + std::to_string(++consumers_) : std::string(c->consumer_tag);
       consume_channel_ = ch;
-      send(ch, wire::BasicConsumeOk{tag_});
+      if (!c->no_wait) send(ch, wire::BasicConsumeOk{tag_});
     }
   }
 
@@ -145,7 +145,8 @@ class FakeBroker {
 
 class FakeDriver final : public client::Driver {
  public:
-  enum class Host { refuse, black_hole, broker, refuse_login, broker_holding_confirms };
+  // silent: takes the TCP connection and never says a word (a stuck or foreign server).
+  enum class Host { refuse, black_hole, broker, refuse_login, broker_holding_confirms, silent };
 
   std::map<std::uint16_t, Host> hosts;  // by port; a port not listed refuses
   int dials = 0;
@@ -173,6 +174,12 @@ class FakeDriver final : public client::Driver {
                                                   std::to_string(timeout.count()) + " ms"));
         });
         s->dial_timer->arm(now_ + timeout);
+        break;
+      case Host::silent:
+        live_.push_back(s);
+        post([alive, s] {
+          if (*alive) s->events->on_connected();
+        });
         break;
       case Host::broker:
       case Host::refuse_login:

@@ -1,0 +1,159 @@
+// client::Connection on the fake driver: every callback it is handed runs exactly once,
+// whatever ends the connection and whenever close() is called, and the dial moves past a
+// host that takes the TCP connection but never finishes the handshake.
+#include <gtest/gtest.h>
+
+#include "client/fake_driver.hpp"
+#include "warren/client/connection.hpp"
+
+namespace warren::test {
+namespace {
+
+// How often a callback ran, and with what.
+struct Calls {
+  int count = 0;
+  std::string last;  // "ok" or the error's text
+  void operator()(const Error* e) {
+    ++count;
+    last = e ? e->to_string() : "ok";
+  }
+};
+
+class ConnectionTest : public ::testing::Test {
+ protected:
+  FakeDriver driver;
+  Calls ready;
+
+  std::shared_ptr<client::Connection> dial(const std::string& url_text, client::ClientOptions options = {}) {
+    auto url = client::parse_url(url_text);
+    if (!url.ok()) throw std::runtime_error(url.error().to_string());
+    return client::Connection::connect(driver, *url, std::move(options), [this](const Error* e) { ready(e); });
+  }
+  std::shared_ptr<client::Connection> connected() {
+    driver.hosts[5001] = FakeDriver::Host::broker;
+    auto c = dial("amqp://guest:guest@fake:5001");
+    driver.run();
+    if (ready.last != "ok") throw std::runtime_error("not connected: " + ready.last);
+    return c;
+  }
+  engine::ChannelId channel(client::Connection& c) {
+    engine::ChannelId id = 0;
+    c.open_channel([&](const Error*, engine::ChannelId ch) { id = ch; });
+    driver.run();
+    if (id == 0) throw std::runtime_error("channel did not open");
+    return id;
+  }
+};
+
+// Finding 2: a channel whose open-ok had not come when the connection died was never told.
+TEST_F(ConnectionTest, a_channel_still_opening_when_the_connection_dies_is_told_once) {
+  auto c = connected();
+  Calls opened;
+  c->open_channel([&](const Error* e, engine::ChannelId) { opened(e); });
+  driver.reset_all();  // before the broker's open-ok is read
+  driver.advance(60s);
+  EXPECT_EQ(opened.count, 1);
+  EXPECT_EQ(opened.last, "connection lost: connection reset by peer");
+}
+
+// Finding 3: a no-wait consume never registered its handler, so its deliveries were dropped
+// (and left unacknowledged on the channel).
+TEST_F(ConnectionTest, a_no_wait_consume_receives_its_deliveries) {
+  auto c = connected();
+  auto ch = channel(*c);
+  std::vector<std::string> bodies;
+  Calls consumed;
+  wire::BasicConsume m{.queue = "q", .consumer_tag = "mine", .no_wait = true};
+  c->consume(ch, m, std::nullopt,
+             [&](const engine::Message& msg) { bodies.emplace_back(reinterpret_cast<const char*>(msg.body.data()), msg.body.size()); },
+             [&](const Error* e, const wire::Method*) { consumed(e); });
+  driver.run();
+  EXPECT_EQ(consumed.count, 1);
+  driver.last_broker().deliver("one");
+  driver.last_broker().deliver("two");
+  driver.run();
+  EXPECT_EQ(bodies, (std::vector<std::string>{"one", "two"}));
+}
+
+// Finding 4: a publish that fails at once with no callback given called the empty callback
+// (std::bad_function_call on the loop).
+TEST_F(ConnectionTest, a_failed_publish_without_a_callback_calls_nothing) {
+  auto c = connected();
+  const std::string body = "x";
+  c->publish(999, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), client::Connection::Settled{});
+  EXPECT_NO_THROW(driver.run());
+}
+
+// Finding 5: close() before the TCP connect completed reported success but let the dial go
+// on; the connection then came up with nobody wanting it.
+TEST_F(ConnectionTest, close_while_dialling_stops_the_dial) {
+  driver.hosts[5001] = FakeDriver::Host::black_hole;
+  auto c = dial("amqp://guest:guest@fake:5001,fake:5002");
+  Calls closed;
+  c->close([&](const Error* e) { closed(e); });
+  driver.advance(60s);
+  EXPECT_EQ(closed.count, 1);
+  EXPECT_EQ(closed.last, "ok");
+  EXPECT_EQ(ready.count, 1);
+  EXPECT_EQ(ready.last, "connection closed: closed by the application before it was connected");
+  EXPECT_EQ(driver.dials, 1);  // the second host was never tried
+}
+
+// Finding 5: close() during the handshake never ran its done.
+TEST_F(ConnectionTest, close_during_the_handshake_runs_its_done_once) {
+  driver.hosts[5001] = FakeDriver::Host::silent;
+  auto c = dial("amqp://guest:guest@fake:5001");
+  driver.run();  // TCP is up; the broker has not answered the protocol header
+  Calls closed;
+  c->close([&](const Error* e) { closed(e); });
+  driver.advance(60s);
+  EXPECT_EQ(closed.count, 1);
+  EXPECT_EQ(closed.last, "ok");
+  EXPECT_EQ(ready.count, 1);
+  EXPECT_EQ(ready.last, "connection closed (200): closed by the application");
+}
+
+// Two close() calls: both are told when the one close ends.
+TEST_F(ConnectionTest, every_close_caller_is_told_once) {
+  auto c = connected();
+  Calls first, second, third;
+  c->close([&](const Error* e) { first(e); });
+  c->close([&](const Error* e) { second(e); });
+  driver.run();
+  c->close([&](const Error* e) { third(e); });  // after the end
+  driver.advance(60s);
+  EXPECT_EQ(first.count, 1);
+  EXPECT_EQ(second.count, 1);
+  EXPECT_EQ(third.count, 1);
+  EXPECT_EQ(first.last, "ok");
+  EXPECT_EQ(second.last, "ok");
+  EXPECT_EQ(third.last, "ok");
+}
+
+// Finding 10: a host that accepts TCP but never finishes the handshake ended the dial with
+// a timeout instead of moving on to the next host.
+TEST_F(ConnectionTest, a_host_that_never_finishes_the_handshake_moves_the_dial_on) {
+  driver.hosts[5002] = FakeDriver::Host::silent;
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto c = dial("amqp://guest:guest@fake:5002,fake:5001");
+  driver.advance(9999ms);
+  EXPECT_EQ(ready.count, 0);
+  driver.advance(1ms);  // the handshake timeout (10 s) on the first host
+  EXPECT_EQ(ready.count, 1);
+  EXPECT_EQ(ready.last, "ok");
+  EXPECT_EQ(c->endpoint().port, 5001);
+}
+
+// A refused login is the same on every host: the dial ends there.
+TEST_F(ConnectionTest, a_refused_login_ends_the_dial_at_once) {
+  driver.hosts[5002] = FakeDriver::Host::refuse_login;
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto c = dial("amqp://guest:guest@fake:5002,fake:5001");
+  driver.advance(60s);
+  EXPECT_EQ(ready.count, 1);
+  EXPECT_EQ(ready.last.rfind("access refused (403)", 0), 0u) << ready.last;
+  EXPECT_EQ(driver.dials, 1);
+}
+
+}  // namespace
+}  // namespace warren::test
