@@ -112,7 +112,12 @@ void Job::track(std::shared_ptr<client::Connection> c) {
   if (closing_) close_all();
 }
 
-void Job::fail(std::string_view what, const Error& error, int code) { fail_text(what, describe(error), code); }
+void Job::fail(std::string_view what, const Error& error, int code) {
+  // When the connection itself ended, every step in flight fails with its cause: that is the
+  // connection's failure, reported as such, not the step's.
+  if (conn_ && !conn_->is_open()) what = {};
+  fail_text(what, describe(error), code);
+}
 
 void Job::fail_text(std::string_view what, std::string_view why, int code) {
   // Once the work is done, what our own close ends (consumers, the connection) is no failure.
