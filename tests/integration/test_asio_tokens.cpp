@@ -68,6 +68,28 @@ TEST(AsioTokens, a_coroutine_declares_publishes_and_closes) {
                                            "then empty", "closed"}));
 }
 
+// A plain callback has no executor of its own: it completes on the connection's loop, so it
+// may call the client again (finding 6: it ran on Asio's system executor, another thread).
+TEST(AsioTokens, a_plain_callback_completes_on_the_loop_thread) {
+  asio::io_context io;
+  AsioDriver driver(io);
+  std::vector<std::thread::id> seen;
+  std::shared_ptr<client::Connection> conn;
+  asio_driver::async_connect(driver, url(), {}, [&](std::error_code ec, std::shared_ptr<client::Connection> c) {
+    seen.push_back(std::this_thread::get_id());
+    ASSERT_FALSE(ec) << ec.message();
+    conn = c;
+    asio_driver::async_open_channel(*conn, [&](std::error_code ec, engine::ChannelId) {
+      seen.push_back(std::this_thread::get_id());
+      EXPECT_FALSE(ec) << ec.message();
+      asio_driver::async_close(*conn, [&](std::error_code, bool) { seen.push_back(std::this_thread::get_id()); });
+    });
+  });
+  io.run();
+  ASSERT_EQ(seen.size(), 3u);
+  for (auto id : seen) EXPECT_EQ(id, std::this_thread::get_id());
+}
+
 TEST(AsioTokens, use_future_from_another_thread) {
   asio::io_context io;
   AsioDriver driver(io);

@@ -124,7 +124,12 @@ struct State : std::enable_shared_from_this<State> {
   void write(std::span<const std::span<const std::byte>> parts) {
     if (tls) {
       for (auto p : parts) {
-        (void)tls->write_plaintext(p);
+        if (auto r = tls->write_plaintext(p); !r.ok()) {
+          // A failed TLS write ends the stream; reported from the loop, since the caller is
+          // still inside write().
+          asio::post(socket.get_executor(), [self = shared_from_this(), e = std::move(r).error()] { self->fail(e); });
+          return;
+        }
         plain_written += p.size();
       }
       return send_ciphertext();

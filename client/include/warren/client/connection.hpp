@@ -97,6 +97,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // until on_writable.
   [[nodiscard]] bool congested() const noexcept { return engine_ && engine_->congested(); }
   [[nodiscard]] const Endpoint& endpoint() const { return url_.endpoints[endpoint_index_]; }
+  [[nodiscard]] Driver& driver() const noexcept { return driver_; }  // the loop this connection runs on
 
  private:
   Connection(Driver& driver, ConnectionUrl url, ClientOptions options, Done on_ready);

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "warren/asio/asio_driver.hpp"
@@ -37,10 +38,20 @@ struct OwnedMessage {
 
 namespace detail {
 
-// Calls the handler with (ec, value) on its own executor, once.
+// The loop the connection runs on: where a handler with no executor of its own completes.
+// (Asio's default for a plain callback is the system executor, a thread pool of its own, where
+// a callback that calls the client again would race the loop.)
+inline asio::io_context::executor_type loop_executor(client::Connection& c) {
+  auto* driver = dynamic_cast<AsioDriver*>(&c.driver());
+  if (!driver) throw std::logic_error("warren's Asio completion tokens need a connection on an AsioDriver");
+  return driver->context().get_executor();
+}
+
+// Calls the handler with (ec, value) on its own executor, or else on the loop's, once.
 template <class Handler, class Value>
-void complete(std::shared_ptr<Handler> handler, std::error_code ec, Value value) {
-  auto ex = asio::get_associated_executor(*handler);
+void complete(std::shared_ptr<Handler> handler, const asio::io_context::executor_type& loop, std::error_code ec,
+              Value value) {
+  auto ex = asio::get_associated_executor(*handler, loop);
   asio::post(ex, [handler, ec, value = std::move(value)]() mutable { std::move (*handler)(ec, std::move(value)); });
 }
 
@@ -52,8 +63,9 @@ auto async_connect(AsioDriver& driver, client::ConnectionUrl url, client::Client
       [&driver](auto handler, client::ConnectionUrl u, client::ClientOptions o) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
         auto conn = std::make_shared<std::shared_ptr<client::Connection>>();
-        *conn = client::Connection::connect(driver, u, std::move(o), [h, conn](const Error* e) {
-          detail::complete(h, e ? e->code : std::error_code{}, e ? nullptr : *conn);
+        auto loop = driver.context().get_executor();
+        *conn = client::Connection::connect(driver, u, std::move(o), [h, conn, loop](const Error* e) {
+          detail::complete(h, loop, e ? e->code : std::error_code{}, e ? nullptr : *conn);
         });
       },
       token, std::move(url), std::move(options));
@@ -64,7 +76,8 @@ auto async_open_channel(client::Connection& c, Token&& token) {
   return asio::async_initiate<Token, void(std::error_code, engine::ChannelId)>(
       [&c](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        c.open_channel([h](const Error* e, engine::ChannelId id) { detail::complete(h, e ? e->code : std::error_code{}, id); });
+        auto loop = detail::loop_executor(c);
+        c.open_channel([h, loop](const Error* e, engine::ChannelId id) { detail::complete(h, loop, e ? e->code : std::error_code{}, id); });
       },
       token);
 }
@@ -74,12 +87,13 @@ auto async_queue_declare(client::Connection& c, engine::ChannelId channel, const
   return asio::async_initiate<Token, void(std::error_code, QueueInfo)>(
       [&c, channel, m](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        c.queue_declare(channel, m, [h](const Error* e, const wire::Method* reply) {
+        auto loop = detail::loop_executor(c);
+        c.queue_declare(channel, m, [h, loop](const Error* e, const wire::Method* reply) {
           QueueInfo info;
           if (!e && reply)
             if (const auto* ok = std::get_if<wire::QueueDeclareOk>(reply))
               info = QueueInfo{std::string(ok->queue), ok->message_count, ok->consumer_count};
-          detail::complete(h, e ? e->code : std::error_code{}, std::move(info));
+          detail::complete(h, loop, e ? e->code : std::error_code{}, std::move(info));
         });
       },
       token);
@@ -92,7 +106,8 @@ auto async_plain(client::Connection& c, Call call, Token&& token) {
   return asio::async_initiate<Token, void(std::error_code, bool)>(
       [&c, call](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        call(c, [h](const Error* e, const wire::Method*) { complete(h, e ? e->code : std::error_code{}, e == nullptr); });
+        auto loop = loop_executor(c);
+        call(c, [h, loop](const Error* e, const wire::Method*) { complete(h, loop, e ? e->code : std::error_code{}, e == nullptr); });
       },
       token);
 }
@@ -145,7 +160,8 @@ auto async_get(client::Connection& c, engine::ChannelId ch, const wire::BasicGet
   return asio::async_initiate<Token, void(std::error_code, std::optional<OwnedMessage>)>(
       [&c, ch, m](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        c.get(ch, m, [h](const Error* e, const engine::Message* msg) {
+        auto loop = detail::loop_executor(c);
+        c.get(ch, m, [h, loop](const Error* e, const engine::Message* msg) {
           std::optional<OwnedMessage> out;
           if (msg) {
             OwnedMessage o;
@@ -158,7 +174,7 @@ auto async_get(client::Connection& c, engine::ChannelId ch, const wire::BasicGet
             o.body.assign(reinterpret_cast<const char*>(msg->body.data()), msg->body.size());
             out = std::move(o);
           }
-          detail::complete(h, e ? e->code : std::error_code{}, std::move(out));
+          detail::complete(h, loop, e ? e->code : std::error_code{}, std::move(out));
         });
       },
       token);
@@ -169,8 +185,9 @@ auto async_confirm_select(client::Connection& c, engine::ChannelId channel, Toke
   return asio::async_initiate<Token, void(std::error_code, bool)>(
       [&c, channel](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        c.confirm_select(channel, [h](const Error* e, const wire::Method*) {
-          detail::complete(h, e ? e->code : std::error_code{}, e == nullptr);
+        auto loop = detail::loop_executor(c);
+        c.confirm_select(channel, [h, loop](const Error* e, const wire::Method*) {
+          detail::complete(h, loop, e ? e->code : std::error_code{}, e == nullptr);
         });
       },
       token);
@@ -184,8 +201,9 @@ auto async_publish(client::Connection& c, engine::ChannelId channel, const wire:
   return asio::async_initiate<Token, void(std::error_code, engine::PublishOutcome)>(
       [&c, channel, m, &properties, body](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        c.publish(channel, m, properties, body, [h](engine::PublishOutcome o, const Error& e) {
-          detail::complete(h, e.code, o);
+        auto loop = detail::loop_executor(c);
+        c.publish(channel, m, properties, body, [h, loop](engine::PublishOutcome o, const Error& e) {
+          detail::complete(h, loop, e.code, o);
         });
       },
       token);
@@ -196,7 +214,8 @@ auto async_close(client::Connection& c, Token&& token) {
   return asio::async_initiate<Token, void(std::error_code, bool)>(
       [&c](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        c.close([h](const Error* e) { detail::complete(h, e ? e->code : std::error_code{}, e == nullptr); });
+        auto loop = detail::loop_executor(c);
+        c.close([h, loop](const Error* e) { detail::complete(h, loop, e ? e->code : std::error_code{}, e == nullptr); });
       },
       token);
 }
