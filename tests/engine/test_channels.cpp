@@ -362,7 +362,8 @@ TEST(Backpressure, congestion_is_reported_and_cleared) {
   EXPECT_FALSE(b.conn.congested());
   ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes(body), b.now).ok());
   EXPECT_TRUE(b.conn.congested());
-  EXPECT_FALSE(b.conn.wants_input());
+  // Congestion paces the publisher, never the reader: what comes in may be what clears it.
+  EXPECT_TRUE(b.conn.wants_input());
   b.flush();
   EXPECT_FALSE(b.conn.congested());
   EXPECT_TRUE(b.conn.wants_input());
@@ -389,6 +390,30 @@ TEST(Backpressure, blocked_publishes_wait_up_to_twice_the_limit_but_one_large_me
   b.expect_event("unblocked");
   b.flush();
   b.expect_event("publish(ch1 p1 written)");
+}
+
+// Finding 1: with more than the output limit waiting behind connection.blocked, the engine
+// stopped wanting input, so connection.unblocked (and heartbeats, and a close) were never
+// read: the publishes timed out on a healthy connection.
+TEST(Backpressure, blocked_publishes_over_the_limit_never_stop_reading_the_unblock) {
+  auto options = default_options();
+  options.output_limit_bytes = 1000;
+  ScriptedBroker b(std::nullopt, options);
+  b.connect();
+  b.open_channel();
+  b.send(0, ConnectionBlocked{"low on memory"});
+  b.expect_event("blocked(\"low on memory\")");
+  std::string body(700, 'x');
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes(body), b.now).ok());
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes(body), b.now).ok());
+  EXPECT_TRUE(b.conn.congested());
+  EXPECT_TRUE(b.conn.wants_input());
+  b.send_heartbeat();
+  b.send(0, ConnectionUnblocked{});
+  b.expect_event("unblocked");
+  b.flush();
+  b.expect_event("publish(ch1 p1-p2 written)");
+  b.expect_event("writable");
 }
 
 TEST(Latch, nothing_is_reported_after_closed) {

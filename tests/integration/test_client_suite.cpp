@@ -176,6 +176,43 @@ TEST_P(ClientSuite, a_memory_alarm_makes_a_publish_wait_until_it_is_lifted) {
   EXPECT_TRUE(unblocked);
 }
 
+// Finding 1 on the real broker: more than the output limit (256 KiB) of confirmed publishes
+// waits behind a memory alarm; when the alarm is lifted every one completes and the
+// connection stays up. (The client used to stop reading while congested, so it never saw
+// connection.unblocked and the publishes ran into their 10 s deadline.)
+TEST_P(ClientSuite, publishes_over_the_output_limit_waiting_on_an_alarm_all_complete_once_it_is_lifted) {
+  auto ch = channel();
+  auto q = declare(ch, QueueDeclare{"", false, false, true, true});
+  ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
+  bool blocked = false, unblocked = false;
+  conn->on_blocked = [&](std::string_view) { blocked = true; };
+  conn->on_unblocked = [&] { unblocked = true; };
+  struct Restore {
+    ~Restore() { rabbitmqctl("set_vm_memory_high_watermark 0.4"); }
+  } restore;
+  rabbitmqctl("set_vm_memory_high_watermark 0");
+  int confirmed = 0, other = 0;
+  auto count = [&](engine::PublishOutcome o, const Error&) {
+    if (o == engine::PublishOutcome::confirmed) ++confirmed;
+    else ++other;
+  };
+  conn->publish(ch, BasicPublish{"", q}, {}, text("first"), count);
+  ASSERT_TRUE(loop.run_until([&] { return blocked; }));
+  const std::string body(16 * 1024, 'w');
+  constexpr int waiting = 24;  // 384 KiB: over the 256 KiB limit, under twice it
+  for (int i = 0; i < waiting; ++i) conn->publish(ch, BasicPublish{"", q}, {}, text(body), count);
+  EXPECT_TRUE(conn->congested());
+  loop.run_until([] { return false; }, 1s);
+  EXPECT_EQ(confirmed + other, 0);
+  rabbitmqctl("set_vm_memory_high_watermark 0.4");
+  // Well inside the publishes' 10 s deadline.
+  ASSERT_TRUE(loop.run_until([&] { return confirmed + other == waiting + 1; }, 5s))
+      << confirmed << " confirmed, " << other << " otherwise, unblocked " << unblocked;
+  EXPECT_EQ(confirmed, waiting + 1);
+  EXPECT_TRUE(unblocked);
+  EXPECT_TRUE(conn->is_open());
+}
+
 TEST_P(ClientSuite, a_subscription_without_prefetch_has_250_on_the_broker) {
   auto ch = channel();
   auto q = declare(ch, QueueDeclare{"", false, false, true, true});

@@ -371,9 +371,10 @@ std::optional<Instant> Connection::poll_timeout() const { return impl_->poll_tim
 bool Connection::is_open() const noexcept { return std::holds_alternative<Running>(impl_->phase_); }
 bool Connection::finished() const noexcept { return impl_->finished(); }
 bool Connection::is_blocked() const noexcept { return impl_->blocked_; }
-bool Connection::wants_input() const noexcept {
-  return !impl_->input_dead_ && !impl_->input_pending_ && !impl_->congested();
-}
+// Congestion is not a reason to stop reading: what comes in may be what clears it
+// (connection.unblocked, confirms) or what must never be missed (heartbeats, a close).
+// Memory stays bounded without it: deliveries by the prefetch, output by congested().
+bool Connection::wants_input() const noexcept { return !impl_->input_dead_ && !impl_->input_pending_; }
 bool Connection::congested() const noexcept { return impl_->congested(); }
 const Error* Connection::error() const noexcept { return impl_->error_ ? &*impl_->error_ : nullptr; }
 std::uint32_t Connection::frame_max_bytes() const noexcept { return impl_->frame_max_; }
