@@ -1,0 +1,54 @@
+// Driver::post is the documented way into a connection from another thread. A publisher
+// thread hands 100,000 publishes in while the loop thread consumes them; every one arrives,
+// on both drivers. scripts/test.sh also runs this under ThreadSanitizer (WARREN_CROSS_THREAD_COUNT
+// lowers the count there).
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "integration/client_fixture.hpp"
+
+namespace warren::test {
+namespace {
+
+using namespace warren::wire;
+
+int message_count() {
+  const char* v = std::getenv("WARREN_CROSS_THREAD_COUNT");
+  return v && *v ? std::atoi(v) : 100000;
+}
+
+TEST_P(ClientSuite, a_publisher_thread_hands_in_publishes_while_the_loop_consumes) {
+  const int total = message_count();
+  auto ch = channel();
+  auto q = declare(ch, QueueDeclare{.exclusive = true, .auto_delete = true});
+  std::atomic<int> received{0};
+  auto ok = answer([&](auto done) {
+    conn->consume(ch, BasicConsume{.queue = q, .consumer_tag = "cross-thread", .no_ack = true}, std::nullopt,
+                  [&](const engine::Message&) { received.fetch_add(1, std::memory_order_relaxed); }, done);
+  });
+  ASSERT_EQ(ok, "basic.consume-ok(consumer_tag=\"cross-thread\")");
+  std::atomic<int> refused{0};
+  auto& driver = loop.driver();
+  auto c = conn;
+  std::thread publisher([&driver, c, ch, q, total, &refused] {
+    for (int i = 0; i < total; ++i) {
+      driver.post([c, ch, q, &refused] {
+        static const std::string body = "from another thread";
+        if (!c->publish(ch, BasicPublish{.routing_key = q}, {}, text(body)).ok()) refused.fetch_add(1);
+      });
+      if (i % 1000 == 999) std::this_thread::yield();  // let the loop drain as it goes
+    }
+  });
+  const bool all = loop.run_until([&] { return received.load() + refused.load() >= total; }, 120s);
+  publisher.join();
+  loop.run_until([] { return false; }, 10ms);  // whatever the publisher posted last
+  ASSERT_TRUE(all) << received.load() << " of " << total << " arrived";
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_EQ(received.load(), total);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, ClientSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
+
+}  // namespace
+}  // namespace warren::test
