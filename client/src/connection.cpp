@@ -175,8 +175,10 @@ void Connection::dispatch(const engine::Event& event) {
             auto done = std::move(it->second);
             opening_.erase(it);
             done(&e.cause, e.channel);
+            return;
           }
           end_subscriptions(e.channel, e.cause);
+          if (on_channel_closed) on_channel_closed(e.channel, e.cause);
         } else if constexpr (std::is_same_v<E, engine::GetOk>) {
           answers_.erase(e.request);
           if (auto it = gets_.find(e.request); it != gets_.end()) {

@@ -31,7 +31,8 @@ struct RecoveringChannel::Waiting {
   wire::FieldTable headers;
   wire::BasicProperties properties;
   engine::Instant deadline;
-  Connection::Settled done;
+  Connection::Settled done;  // settles `tracked`, whoever calls it
+  std::shared_ptr<struct RecoveringChannel::Tracked> tracked;
 
   Waiting(const wire::BasicPublish& m, const wire::BasicProperties& p, std::span<const std::byte> b)
       : exchange(m.exchange), routing_key(m.routing_key),
@@ -57,71 +58,122 @@ struct RecoveringChannel::Waiting {
   }
 };
 
+struct RecoveringChannel::Tracked {
+  Connection::Settled done;
+  std::multimap<engine::Instant, std::shared_ptr<Tracked>>::iterator deadline;
+  RecoveringChannel* owner = nullptr;  // null once settled
+  bool sent = false;
+};
+
 RecoveringChannel::RecoveringChannel(Session& session, Setup setup) : session_(session), setup_(std::move(setup)) {}
 RecoveringChannel::~RecoveringChannel() = default;
 
+// The one place a publish's outcome is reported: at most once, whichever of the broker's
+// answer, the deadline or a failure comes first.
+void RecoveringChannel::settle(const std::shared_ptr<Tracked>& t, engine::PublishOutcome outcome, const Error& cause) {
+  RecoveringChannel* owner = std::exchange(t->owner, nullptr);
+  if (!owner) return;
+  owner->deadlines_.erase(t->deadline);
+  auto done = std::move(t->done);
+  if (done) done(outcome, cause);
+}
+
 void RecoveringChannel::publish(const wire::BasicPublish& m, const wire::BasicProperties& properties,
                                 std::span<const std::byte> body, engine::Duration timeout, Connection::Settled done) {
-  if (ready_ && waiting_.empty()) {
-    connection_->publish(channel_, m, properties, body, std::move(done));
-    return;
-  }
-  if (session_.status().state == Session::State::closed) {
-    Error e = make_error(errc::connection_closed, "the session is closed");
-    session_.driver().post([done = std::move(done), e] { done(engine::PublishOutcome::failed, e); });
-    return;
-  }
-  if (waiting_.size() >= session_.max_waiting_publishes()) {
-    Error e = make_error(errc::resource_locked, std::to_string(waiting_.size()) +
-                                                     " publishes already wait for the connection (max_waiting_publishes)");
-    session_.driver().post([done = std::move(done), e] { done(engine::PublishOutcome::failed, e); });
-    return;
-  }
+  auto fail_now = [&](Error e) {
+    session_.driver().post([done = std::move(done), e = std::move(e)] {
+      if (done) done(engine::PublishOutcome::failed, e);
+    });
+  };
+  if (session_.status().state == Session::State::closed)
+    return fail_now(status_.last_cause && permanent(*status_.last_cause)
+                        ? *status_.last_cause
+                        : make_error(errc::connection_closed, "the session is closed"));
+  if (permanent_ && !ready_) return fail_now(*permanent_);
+  if (!ready_ && waiting_.size() >= session_.max_waiting_publishes())
+    return fail_now(make_error(errc::resource_locked, std::to_string(waiting_.size()) +
+                                                          " publishes already wait for the connection (max_waiting_publishes)"));
+  auto t = std::make_shared<Tracked>();
+  t->done = std::move(done);
+  t->owner = this;
+  const auto deadline = session_.driver().now() + timeout;
+  t->deadline = deadlines_.emplace(deadline, t);
+  if (!armed_ || deadline < *armed_) rearm();
   auto w = std::make_unique<Waiting>(m, properties, body);
-  w->deadline = session_.driver().now() + timeout;
-  w->done = std::move(done);
-  if (!waiting_timer_) waiting_timer_ = session_.driver().timer([this] { expire_waiting(); });
-  // Only an earlier deadline moves the timer: no scan of what already waits.
-  if (!armed_ || w->deadline < *armed_) arm(w->deadline);
+  w->deadline = deadline;
+  std::weak_ptr<Tracked> weak = t;
+  w->done = [weak](engine::PublishOutcome outcome, const Error& cause) {
+    if (auto t = weak.lock()) settle(t, outcome, cause);
+  };
+  w->tracked = std::move(t);
+  if (ready_ && waiting_.empty()) return send(std::move(w));
   waiting_.push_back(std::move(w));
 }
 
-void RecoveringChannel::arm(std::optional<engine::Instant> at) {
-  armed_ = at;
-  if (at) waiting_timer_->arm(*at);
-  else if (waiting_timer_) waiting_timer_->cancel();
+void RecoveringChannel::send(std::unique_ptr<Waiting> w) {
+  w->tracked->sent = true;
+  connection_->publish(channel_, wire::BasicPublish{w->exchange, w->routing_key, w->mandatory}, w->properties,
+                       std::as_bytes(std::span{w->body.data(), w->body.size()}), std::move(w->done));
 }
 
-void RecoveringChannel::expire_waiting() {
+void RecoveringChannel::rearm() {
+  if (!deadline_timer_) {
+    std::weak_ptr<RecoveringChannel> weak = weak_from_this();
+    deadline_timer_ = session_.driver().timer([weak] {
+      if (auto self = weak.lock()) self->expire();
+    });
+  }
+  if (deadlines_.empty()) {
+    armed_.reset();
+    deadline_timer_->cancel();
+    return;
+  }
+  armed_ = deadlines_.begin()->first;
+  deadline_timer_->arm(*armed_);
+}
+
+void RecoveringChannel::expire() {
   const auto now = session_.driver().now();
-  std::vector<Connection::Settled> expired;
-  std::erase_if(waiting_, [&](const std::unique_ptr<Waiting>& w) {
-    if (w->deadline > now) return false;
-    expired.push_back(std::move(w->done));
-    return true;
-  });
-  std::optional<engine::Instant> next;
-  for (const auto& w : waiting_) next = next ? std::min(*next, w->deadline) : w->deadline;
-  arm(next);
-  const Error e = make_error(errc::timeout, "no connection before the publish's deadline; it was never sent");
-  for (auto& done : expired) done(engine::PublishOutcome::timed_out, e);
+  std::vector<std::shared_ptr<Tracked>> due;
+  for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) due.push_back(it->second);
+  for (auto& t : due) {
+    if (t->sent) {
+      settle(t, engine::PublishOutcome::timed_out,
+             make_error(errc::timeout, "no outcome before the publish's deadline; the broker may or may not have it"));
+    } else {
+      std::string why = connection_ ? "the channel was not ready before the publish's deadline; it was never sent"
+                                    : "no connection before the publish's deadline; it was never sent";
+      if (status_.last_cause) why += " (last cause: " + status_.last_cause->to_string() + ")";
+      settle(t, engine::PublishOutcome::timed_out, make_error(errc::timeout, why));
+    }
+  }
+  // What timed out while waiting leaves the queue now.
+  std::erase_if(waiting_, [](const std::unique_ptr<Waiting>& w) { return w->tracked->owner == nullptr; });
+  rearm();
 }
 
 void RecoveringChannel::flush_waiting() {
   while (ready_ && !waiting_.empty()) {
     auto w = std::move(waiting_.front());
     waiting_.pop_front();
-    connection_->publish(channel_, wire::BasicPublish{w->exchange, w->routing_key, w->mandatory}, w->properties,
-                         std::as_bytes(std::span{w->body.data(), w->body.size()}), std::move(w->done));
+    if (w->tracked->owner) send(std::move(w));
   }
-  if (waiting_.empty()) arm(std::nullopt);
+}
+
+void RecoveringChannel::fail_waiting(const Error& cause) {
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& w : waiting) settle(w->tracked, engine::PublishOutcome::failed, cause);
+  rearm();
 }
 
 void RecoveringChannel::consume(const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch, OnMessage on_message,
                                 Connection::Answer done) {
   if (!connection_) {
     Error e = make_error(errc::connection_closed, "not connected");
-    session_.driver().post([done = std::move(done), e] { done(&e, nullptr); });
+    session_.driver().post([done = std::move(done), e] {
+      if (done) done(&e, nullptr);
+    });
     return;
   }
   const std::uint64_t epoch = epoch_;
@@ -151,32 +203,87 @@ Result<void> RecoveringChannel::nack(DeliveryRef ref, bool multiple, bool requeu
   return connection_->nack(channel_, ref.delivery_tag, multiple, requeue);
 }
 
+void RecoveringChannel::set_status(Status status) {
+  status_ = std::move(status);
+  if (on_status) on_status(status_);
+}
+
 void RecoveringChannel::attach(std::shared_ptr<Connection> connection, std::uint64_t epoch) {
   connection_ = std::move(connection);
   epoch_ = epoch;
+  status_.attempt = 0;
+  open();
+}
+
+void RecoveringChannel::open() {
   ready_ = false;
+  channel_ = 0;
+  const std::uint64_t generation = ++open_generation_;
+  set_status(Status{State::opening, status_.attempt, engine::Duration{0}, status_.last_cause});
   std::weak_ptr<RecoveringChannel> weak = weak_from_this();
-  connection_->open_channel([weak, epoch](const Error* e, engine::ChannelId ch) {
+  // Each step's callback belongs to this attempt: a stale one (the connection was lost, or the
+  // channel failed and was opened again) does nothing.
+  auto current = [weak, generation]() -> std::shared_ptr<RecoveringChannel> {
     auto self = weak.lock();
-    if (!self || self->epoch_ != epoch || e) return;  // a failed open: the connection's loss retries
+    return self && self->open_generation_ == generation && self->connection_ ? self : nullptr;
+  };
+  connection_->open_channel([current](const Error* e, engine::ChannelId ch) {
+    auto self = current();
+    if (!self) return;
+    if (e) return self->failed(*e);
     self->channel_ = ch;
-    self->connection_->confirm_select(ch, [weak, epoch](const Error* e, const wire::Method*) {
-      auto self = weak.lock();
-      if (!self || self->epoch_ != epoch || e) return;
-      self->setup_(*self, [weak, epoch](const Error* e) {
-        auto self = weak.lock();
-        if (!self || self->epoch_ != epoch || e) return;
+    self->connection_->confirm_select(ch, [current](const Error* e, const wire::Method*) {
+      auto self = current();
+      if (!self) return;
+      if (e) return self->failed(*e);
+      self->setup_(*self, [current](const Error* e) {
+        auto self = current();
+        if (!self) return;
+        if (e) return self->failed(*e);
         self->ready_ = true;
+        self->permanent_.reset();
+        self->set_status(Status{State::ready, 0, engine::Duration{0}, std::nullopt});
         self->flush_waiting();
       });
     });
   });
 }
 
+// The channel failed while the connection lives: its open, confirm.select or setup failed,
+// or the broker closed it. It is opened again after the session's backoff.
+void RecoveringChannel::failed(const Error& cause) {
+  if (!connection_ || !connection_->is_open()) return;  // the connection's loss handles it
+  ++open_generation_;  // whatever the failed attempt still has in flight is stale now
+  ready_ = false;
+  if (channel_ != 0) {
+    // Still open (setup's own failure, say): close it, so its number and prefetch go back.
+    connection_->close_channel(channel_, [](const Error*, const wire::Method*) {});
+    channel_ = 0;
+  }
+  if (permanent(cause)) {
+    permanent_ = cause;
+    fail_waiting(cause);  // waiting will not change the answer
+  }
+  const unsigned attempt = status_.attempt + 1;
+  const auto delay = session_.draw_delay(attempt);
+  set_status(Status{State::retrying, attempt, delay, cause});
+  if (!retry_timer_) {
+    std::weak_ptr<RecoveringChannel> weak = weak_from_this();
+    retry_timer_ = session_.driver().keepalive_timer([weak] {
+      auto self = weak.lock();
+      if (self && self->connection_ && self->connection_->is_open() && !self->ready_) self->open();
+    });
+  }
+  retry_timer_->arm(session_.driver().now() + delay);
+}
+
 void RecoveringChannel::detach() {
   ready_ = false;
+  channel_ = 0;
   connection_.reset();
   ++epoch_;  // deliveries of the dead channel are stale from now on
+  ++open_generation_;
+  if (retry_timer_) retry_timer_->cancel();
 }
 
 // ---- the session
@@ -203,11 +310,29 @@ void Session::set_status(Status status) {
   if (on_status) on_status(status_);
 }
 
+engine::Duration Session::draw_delay(unsigned attempt) {
+  const auto ceiling = options_.backoff.ceiling(attempt);
+  std::uniform_int_distribution<engine::Duration::rep> jitter(0, ceiling.count());
+  return engine::Duration{jitter(random_)};
+}
+
+bool Session::healthy() const noexcept {
+  if (status_.state != State::connected) return false;
+  return std::all_of(channels_.begin(), channels_.end(), [](const auto& ch) { return ch->ready(); });
+}
+
 void Session::dial() {
   if (status_.state == State::closed) return;
   std::weak_ptr<Session> weak = weak_from_this();
   auto holder = std::make_shared<std::shared_ptr<Connection>>();
-  *holder = Connection::connect(driver_, url_, options_.client, [weak, holder](const Error* e) {
+  // Each attempt starts one host further along, so a host that takes connections but never
+  // serves them is not always the first one tried.
+  ConnectionUrl url = url_;
+  if (url.endpoints.size() > 1)
+    std::rotate(url.endpoints.begin(), url.endpoints.begin() + static_cast<std::ptrdiff_t>(first_host_ % url.endpoints.size()),
+                url.endpoints.end());
+  ++first_host_;
+  *holder = Connection::connect(driver_, url, options_.client, [weak, holder](const Error* e) {
     auto self = weak.lock();
     auto connection = std::move(*holder);
     if (!self || self->status_.state == State::closed) {
@@ -218,6 +343,12 @@ void Session::dial() {
     self->connection_ = std::move(connection);
     self->connection_->on_closed = [weak](const Error& cause) {
       if (auto s = weak.lock()) s->lost(cause);
+    };
+    self->connection_->on_channel_closed = [weak](engine::ChannelId id, const Error& cause) {
+      auto s = weak.lock();
+      if (!s) return;
+      for (auto& ch : s->channels_)
+        if (ch->channel_ == id) return ch->failed(cause);
     };
     self->connected();
   });
@@ -241,12 +372,11 @@ void Session::lost(const Error& cause) {
 void Session::retry(const Error& cause) {
   if (permanent(cause)) {  // whether or not it ever worked: waiting will not change the answer
     set_status(Status{State::closed, status_.attempt, engine::Duration{0}, cause});
+    for (auto& ch : channels_) ch->fail_waiting(cause);  // now, not at their deadlines
     return;
   }
   const unsigned attempt = status_.attempt + 1;
-  const auto ceiling = options_.backoff.ceiling(attempt);
-  std::uniform_int_distribution<engine::Duration::rep> jitter(0, ceiling.count());
-  const engine::Duration delay{jitter(random_)};
+  const engine::Duration delay = draw_delay(attempt);
   set_status(Status{ever_connected_ ? State::reconnecting : State::connecting, attempt, delay, cause});
   retry_timer_->arm(driver_.now() + delay);
 }
@@ -264,11 +394,8 @@ void Session::close(Connection::Done done) {
   retry_timer_->cancel();
   for (auto& ch : channels_) {
     ch->ready_ = false;
-    auto waiting = std::move(ch->waiting_);
-    ch->waiting_.clear();
-    ch->arm(std::nullopt);
-    Error e = make_error(errc::connection_closed, "the session closed first; it was never sent");
-    for (auto& w : waiting) w->done(engine::PublishOutcome::failed, e);
+    if (ch->retry_timer_) ch->retry_timer_->cancel();
+    ch->fail_waiting(make_error(errc::connection_closed, "the session closed first; it was never sent"));
   }
   if (!was_connected) {
     driver_.post([done = std::move(done)] { done(nullptr); });

@@ -51,6 +51,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::function<void()> on_writable;
   // A subscription ended: our cancel was confirmed, or the broker cancelled it (by_broker).
   std::function<void(engine::ChannelId channel, std::string_view consumer_tag, bool by_broker)> on_consumer_cancelled;
+  // An open channel closed: the broker closed it (404, 406, ...), a request on it timed out,
+  // or the application's close_channel finished (reply code 200). Not called for a channel
+  // still opening (its open_channel callback is told) nor when the whole connection ends.
+  std::function<void(engine::ChannelId channel, const Error& cause)> on_channel_closed;
   // Every settled range of publishes (PublishDone), after the per-publish callbacks. With the
   // callback-free publish this is how a high-rate publisher counts confirms without a
   // callback stored per message.

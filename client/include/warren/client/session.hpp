@@ -13,10 +13,20 @@
 //   ack()/nack() on it send nothing and say so; the broker redelivers the message. Processing
 //   is therefore at least once.
 // - The first connection is retried too while its failures are transient; refused
-//   credentials (403), a missing vhost (530) and invalid options fail at once.
+//   credentials (403), a missing vhost (530) and invalid options fail at once, and so does
+//   every publish still waiting.
+// - Each attempt starts at the next host of the URL, so a host that keeps failing is not
+//   always the first one tried.
+// - A channel fails on its own too: its open, confirm.select or setup fails, or the broker
+//   closes it (a 404 on a publish to a missing exchange, say). It is opened again with the
+//   same backoff while the connection lives, and says so through its on_status. While the
+//   cause is one a retry cannot fix by itself (403, 406), publishes fail at once with it
+//   instead of waiting out their deadlines. healthy() is true only when the connection is up
+//   and every recovering channel is ready.
 #pragma once
 
 #include <deque>
+#include <map>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -57,9 +67,21 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
     std::uint64_t delivery_tag = 0;
   };
   using OnMessage = std::function<void(const engine::Message& message, DeliveryRef ref)>;
+  enum class State { opening, ready, retrying };
+  struct Status {
+    State state = State::opening;
+    unsigned attempt = 0;            // retrying: which retry is next (1-based)
+    engine::Duration delay{0};       // retrying: how long until it
+    std::optional<Error> last_cause; // why the channel is not ready, when it failed
+  };
   ~RecoveringChannel();
 
-  // Publishes now if the channel is ready, else waits (within `timeout`) until it is.
+  // Every change of this channel's state, as it happens (on the loop's thread).
+  std::function<void(const Status& status)> on_status;
+  [[nodiscard]] const Status& status() const noexcept { return status_; }
+
+  // Publishes now if the channel is ready, else waits until it is. `timeout` bounds the whole
+  // publish: the wait, the write and, in confirm mode, the broker's answer.
   void publish(const wire::BasicPublish& m, const wire::BasicProperties& properties, std::span<const std::byte> body,
                engine::Duration timeout, Connection::Settled done);
   // For setup functions: a subscription on this generation of the channel.
@@ -70,6 +92,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   [[nodiscard]] engine::ChannelId id() const noexcept { return channel_; }
   [[nodiscard]] bool ready() const noexcept { return ready_; }
   [[nodiscard]] std::size_t waiting() const noexcept { return waiting_.size(); }
+  [[nodiscard]] std::size_t in_flight() const noexcept { return deadlines_.size() - waiting_.size(); }
 
   // A delivery from an earlier connection is refused with errc::channel_closed and nothing
   // is sent (its tag means nothing to the new channel).
@@ -79,12 +102,19 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
  private:
   friend class Session;
   struct Waiting;
+  struct Tracked;  // one publish until its outcome is reported, waiting or sent
   RecoveringChannel(Session& session, Setup setup);
-  void attach(std::shared_ptr<Connection> connection, std::uint64_t epoch);  // runs setup
+  void attach(std::shared_ptr<Connection> connection, std::uint64_t epoch);  // opens it
   void detach();  // the connection is gone
+  void open();    // channel.open, confirm.select, setup, on the current connection
+  void failed(const Error& cause);  // this channel (not the connection) failed: retry it
+  void fail_waiting(const Error& cause);
+  void set_status(Status status);
   void flush_waiting();
-  void expire_waiting();
-  void arm(std::optional<engine::Instant> at);  // the waiting timer, or none
+  void send(std::unique_ptr<Waiting> w);
+  void expire();  // publishes past their deadline, waiting or sent
+  void rearm();   // the deadline timer, for the earliest deadline or none
+  static void settle(const std::shared_ptr<Tracked>& t, engine::PublishOutcome outcome, const Error& cause);
   [[nodiscard]] Result<void> check(DeliveryRef ref) const;
 
   Session& session_;
@@ -92,10 +122,15 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   std::shared_ptr<Connection> connection_;
   engine::ChannelId channel_ = 0;
   std::uint64_t epoch_ = 0;
+  std::uint64_t open_generation_ = 0;  // callbacks of an earlier open attempt are stale
   bool ready_ = false;
+  Status status_;
+  std::optional<Error> permanent_;  // a cause a retry cannot fix by itself: publishes fail at once
+  std::unique_ptr<Timer> retry_timer_;
   std::deque<std::unique_ptr<Waiting>> waiting_;
-  std::unique_ptr<Timer> waiting_timer_;
-  std::optional<engine::Instant> armed_;  // the earliest waiting deadline, as armed
+  std::multimap<engine::Instant, std::shared_ptr<Tracked>> deadlines_;  // every unsettled publish
+  std::unique_ptr<Timer> deadline_timer_;
+  std::optional<engine::Instant> armed_;  // the earliest deadline, as armed
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -119,7 +154,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void close(Connection::Done done);
 
   [[nodiscard]] const Status& status() const noexcept { return status_; }
-  [[nodiscard]] bool healthy() const noexcept { return status_.state == State::connected; }
+  // Connected, and every recovering channel ready.
+  [[nodiscard]] bool healthy() const noexcept;
   [[nodiscard]] Driver& driver() noexcept { return driver_; }
   [[nodiscard]] std::size_t max_waiting_publishes() const noexcept { return options_.max_waiting_publishes; }
 
@@ -130,6 +166,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void lost(const Error& cause);
   void retry(const Error& cause);
   void set_status(Status status);
+  friend class RecoveringChannel;
+  [[nodiscard]] engine::Duration draw_delay(unsigned attempt);  // full jitter under the backoff's ceiling
 
   Driver& driver_;
   ConnectionUrl url_;
@@ -141,6 +179,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<Timer> retry_timer_;
   std::vector<std::shared_ptr<RecoveringChannel>> channels_;
   bool ever_connected_ = false;
+  std::size_t first_host_ = 0;  // each attempt starts one host further along the URL
   Connection::Done on_closed_;
 };
 
