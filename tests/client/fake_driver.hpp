@@ -157,7 +157,7 @@ class FakeBroker {
     for (auto [ch, seq] : held) confirm(ch, seq);
     flush_async();
   }
-  void nack_next_publish() { nack_next_ = true; }
+  void nack_next_publish(bool on = true) { nack_next_ = on; }
   // A heartbeat frame, as the broker sends on the negotiated interval.
   void send_heartbeat() {
     if (silent_ || gone_) return;
@@ -833,6 +833,7 @@ class FakeDriver final : public client::Driver {
       if (s->broker) {
         s->broker->set_blocked(false);
         s->broker->hold_confirms(false);
+        s->broker->nack_next_publish(false);
       }
     }
   }

@@ -414,7 +414,7 @@ struct Sim::Impl {
     }
     pool->borrow([this, id = reg(pool_scope, "borrow")](const Error*, client::Lease lease) {
       hit(id);
-      if (lease) leases.push_back(std::move(lease));
+      if (lease && !pool_closed) leases.push_back(std::move(lease));  // once closing, handed straight back
     });
   }
   void pool_release(int a) {
@@ -558,6 +558,24 @@ struct Sim::Impl {
       for (std::size_t k = 0; k < rchannels.size(); ++k)
         if (session->healthy() && !rchannels[k]->ready())
           violation("recovery: the session is healthy, recovering channel " + std::to_string(k) + " is not ready");
+      // Ready is what it does: a publish on each recovering channel is confirmed.
+      std::vector<std::optional<std::string>> outcomes(rchannels.size());
+      for (std::size_t k = 0; k < rchannels.size(); ++k) {
+        const std::string text = body();
+        const std::string key = test::BrokerWorld::key_of(text);
+        auto inner = settled(reg(session_scope, "session publish " + key + " (at the end)"), key);
+        rchannels[k]->publish(wire::BasicPublish{"", "s" + std::to_string(k)}, {}, bytes_of(text), 5000ms,
+                              [&outcomes, k, inner](engine::PublishOutcome o, const Error& e) {
+                                outcomes[k] = o == engine::PublishOutcome::confirmed ? "confirmed" : e.to_string();
+                                inner(o, e);
+                              });
+      }
+      for (int i = 0; i < 8; ++i) driver.advance(1000ms);
+      for (std::size_t k = 0; k < rchannels.size() && session->healthy(); ++k)
+        if (outcomes[k] != "confirmed")
+          violation("recovery: the session is healthy, a publish on recovering channel " + std::to_string(k) +
+                    (rchannels[k]->ready() ? " (ready)" : " (not ready)") + " was not confirmed: " +
+                    outcomes[k].value_or("no outcome within 8 s"));
     }
     throw_if_violated();
 

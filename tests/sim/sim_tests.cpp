@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <cstdlib>
+
 #include "sim/sim.hpp"
 
 namespace warren::sim {
@@ -34,7 +36,9 @@ rc::Gen<Cmd> gen_cmd() {
 }
 
 RC_GTEST_PROP(Simulation, EveryCallbackOnceConfirmsHonestLoopQuietSessionRecovers, ()) {
-  const auto cmds = *rc::gen::container<std::vector<Cmd>>(gen_cmd());
+  // Up to 300 commands: the interesting interleavings need a connection, channels and a fault.
+  const auto cmds = *rc::gen::scale(3.0, rc::gen::container<std::vector<Cmd>>(gen_cmd()));
+  if (std::getenv("SIM_STATS")) RC_TAG(cmds.size() / 25 * 25);
   Sim sim;
   try {
     sim.run(cmds);
