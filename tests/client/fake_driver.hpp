@@ -4,6 +4,12 @@
 // FakeBroker that answers the handshake and the common methods the way RabbitMQ does.
 // Nothing runs by itself: run() drains posted work, advance() moves the clock and fires
 // timers in deadline order.
+//
+// For the simulation (tests/sim/): a broker given a BrokerWorld is a model of RabbitMQ (queues
+// that outlive connections, routing on the default exchange, consumers, basic.get, delivery
+// acks, confirms, heartbeats) with faults a test scripts: close a channel or the connection,
+// block, go silent, cancel a consumer, hold or nack confirms. A stream can be cut, stalled, or
+// hold what it reads. Without a world the broker behaves as it always did.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +17,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +29,29 @@ namespace warren::test {
 
 using namespace std::chrono_literals;
 
+class FakeBroker;
+
+// What outlives one connection, as on a real broker: the queues and their messages; and what
+// a test checks the client against: every publish the broker received, and what it confirmed.
+struct BrokerWorld {
+  struct Message {
+    std::string body, correlation_id, reply_to;
+    bool redelivered = false;
+    int deliveries = 0;
+  };
+  // A message handed out this often is put aside (in `bounced`): a client that rejects
+  // everything it is given would otherwise keep the simulated loop busy forever.
+  static constexpr int max_deliveries = 20;
+  std::vector<std::string> bounced;
+  std::map<std::string, int> delivered;  // deliveries sent, by consumer tag
+  std::map<std::string, std::deque<Message>> queues;
+  std::map<std::string, int> received;  // by publish key (the body up to its first ':')
+  std::set<std::string> acked, nacked;  // publish keys the broker confirmed or nacked
+  std::vector<FakeBroker*> brokers;     // every connection's broker side, for deliveries
+  void dispatch();                      // hands queued messages to consumers, anywhere
+  static std::string key_of(std::string_view body) { return std::string(body.substr(0, body.find(':'))); }
+};
+
 // RabbitMQ's side of one connection: handshake, channels, confirm mode, declare, publish
 // (acked at once unless held), consume, close.
 class FakeBroker {
@@ -28,20 +59,33 @@ class FakeBroker {
   struct Config {
     bool refuse_login = false;   // answer start-ok with connection.close 403
     bool hold_confirms = false;  // take publishes but never ack them
+    BrokerWorld* world = nullptr;  // set: the model broker (see the file's first comment)
+    std::uint16_t heartbeat_s = 0;  // proposed in connection.tune; the model broker sends them
   };
-  explicit FakeBroker(Config config) : config_(config) {}
+  explicit FakeBroker(Config config) : config_(config) {
+    if (config_.world) config_.world->brokers.push_back(this);
+  }
+  ~FakeBroker() { disconnect(); }
+  FakeBroker(const FakeBroker&) = delete;
+  FakeBroker& operator=(const FakeBroker&) = delete;
 
   // The client's bytes in, the broker's bytes out.
   std::vector<std::byte> handle(std::span<const std::byte> bytes) {
     out_ = {};
+    if (silent_ || gone_) return {};
+    handling_ = true;
     input_.assign(bytes.begin(), bytes.end());
     decoder_.feed(input_);
     for (;;) {
       auto f = decoder_.next();
       if (!f.ok() || !f->has_value()) break;
-      on_frame(**f);
+      if (config_.world) model_frame(**f);
+      else on_frame(**f);
     }
-    return out_.to_vector();
+    handling_ = false;
+    auto bytes_out = out_.to_vector();
+    out_ = {};
+    return bytes_out;
   }
 
   std::uint64_t published = 0;  // bodies received
@@ -63,6 +107,90 @@ class FakeBroker {
   }
   // The correlation id of the last request published with a reply_to.
   std::string last_correlation_id;
+
+  // ---- the model broker (Config::world set): faults a test scripts, and what it can see.
+  // The broker closes channel `channel` (404 NOT_FOUND, 406 PRECONDITION_FAILED, ...): it
+  // discards the channel's methods until channel.close-ok, as RabbitMQ does.
+  void close_channel(std::uint16_t channel, std::uint16_t code, std::string text) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end() || it->second.closing || closing_) return;
+    begin_channel_close(channel, code, std::move(text), 0, 0);
+    flush_async();
+  }
+  // connection.close from the broker (320 CONNECTION_FORCED: the node is shutting down).
+  void close_connection(std::uint16_t code, std::string text) {
+    if (closing_ || !open_) return;
+    begin_connection_close(code, std::move(text));
+    flush_async();
+  }
+  // connection.blocked: from the next publish on the broker reads nothing until unblocked.
+  void set_blocked(bool blocked) {
+    if (!open_ || closing_ || blocked == blocked_) return;
+    blocked_ = blocked;
+    if (blocked) {
+      send(0, wire::ConnectionBlocked{"low on memory"});
+    } else {
+      send(0, wire::ConnectionUnblocked{});
+      paused_ = false;
+      auto backlog = std::move(backlog_);
+      backlog_.clear();
+      for (auto& f : backlog) model_frame(wire::FrameView{f.type, f.channel, f.payload});
+    }
+    flush_async();
+  }
+  // The broker stops reading and stops sending, heartbeats included (a hung node).
+  void go_silent() { silent_ = true; }
+  // basic.cancel from the broker (its queue was deleted, its node went down).
+  void cancel_consumer_tag(const std::string& tag) {
+    auto it = consumers_by_tag_.find(tag);
+    if (it == consumers_by_tag_.end() || closing_) return;
+    const auto ch = it->second.channel;
+    consumers_by_tag_.erase(it);
+    send(ch, wire::BasicCancel{tag, true});
+    flush_async();
+  }
+  void hold_confirms(bool hold) {
+    config_.hold_confirms = hold;
+    if (hold) return;
+    auto held = std::move(held_confirms_);
+    held_confirms_.clear();
+    for (auto [ch, seq] : held) confirm(ch, seq);
+    flush_async();
+  }
+  void nack_next_publish(bool on = true) { nack_next_ = on; }
+  // A heartbeat frame, as the broker sends on the negotiated interval.
+  void send_heartbeat() {
+    if (silent_ || gone_) return;
+    wire::write_heartbeat(out_);
+    flush_async();
+  }
+  // The stream is gone: unacked messages go back to their queues, consumers end.
+  void disconnect() {
+    if (gone_) return;
+    gone_ = true;
+    for (auto& [id, ch] : channels_) requeue(ch);
+    channels_.clear();
+    consumers_by_tag_.clear();
+    if (config_.world) {
+      std::erase(config_.world->brokers, this);
+      config_.world->dispatch();
+    }
+  }
+  [[nodiscard]] bool is_silent() const { return silent_; }
+  [[nodiscard]] std::uint16_t negotiated_heartbeat_s() const { return heartbeat_s_; }
+  // Channels the broker has open (not closing), and consumer tags, in order.
+  [[nodiscard]] std::vector<std::uint16_t> open_channels() const {
+    std::vector<std::uint16_t> out;
+    for (const auto& [id, ch] : channels_)
+      if (!ch.closing) out.push_back(id);
+    return out;
+  }
+  [[nodiscard]] std::vector<std::string> consumer_tags() const {
+    std::vector<std::string> out;
+    for (const auto& [tag, c] : consumers_by_tag_) out.push_back(tag);
+    return out;
+  }
+  std::function<void(std::uint16_t heartbeat_s)> on_tuned;  // set by the driver
 
  private:
   template <class M>
@@ -131,6 +259,383 @@ class FakeBroker {
     }
   }
 
+
+  // ---- the model broker
+  struct OwnedFrame {
+    wire::FrameType type;
+    std::uint16_t channel;
+    std::vector<std::byte> bytes;
+    std::span<const std::byte> payload;
+  };
+  struct Unacked {
+    std::string queue;
+    BrokerWorld::Message message;
+  };
+  struct Incoming {  // a publish whose content is still arriving
+    std::string exchange, routing_key, body;
+    bool mandatory = false;
+    std::string correlation_id, reply_to;
+    std::uint64_t body_left = 0;
+    bool have_header = false;
+  };
+  struct ModelChannel {
+    bool closing = false;  // the broker sent channel.close and waits for close-ok
+    bool confirm = false;
+    std::uint64_t seq = 0;
+    std::uint64_t next_delivery_tag = 0;
+    std::map<std::uint64_t, Unacked> unacked;
+    std::optional<Incoming> incoming;
+  };
+  struct ModelConsumer {
+    std::uint16_t channel = 0;
+    std::string queue;
+    bool no_ack = false;
+  };
+  friend struct BrokerWorld;
+
+  void flush_async() {
+    if (handling_ || out_.empty()) return;
+    auto bytes = out_.to_vector();
+    out_ = {};
+    if (!silent_ && !gone_ && push) push(std::move(bytes));
+  }
+  void requeue(ModelChannel& ch) {
+    if (!config_.world) return;
+    // Back to the head of their queues, in delivery order, marked redelivered.
+    for (auto it = ch.unacked.rbegin(); it != ch.unacked.rend(); ++it) {
+      auto m = it->second.message;
+      m.redelivered = true;
+      config_.world->queues[it->second.queue].push_front(std::move(m));
+    }
+    ch.unacked.clear();
+  }
+  void drop_consumers(std::uint16_t channel) {
+    std::erase_if(consumers_by_tag_, [&](const auto& kv) { return kv.second.channel == channel; });
+  }
+  void begin_channel_close(std::uint16_t channel, std::uint16_t code, std::string text, std::uint16_t class_id,
+                           std::uint16_t method_id) {
+    auto& ch = channels_[channel];
+    ch.closing = true;
+    ch.incoming.reset();
+    requeue(ch);
+    drop_consumers(channel);
+    send(channel, wire::ChannelClose{code, text, class_id, method_id});
+    config_.world->dispatch();
+  }
+  void begin_connection_close(std::uint16_t code, std::string text) {
+    closing_ = true;
+    send(0, wire::ConnectionClose{code, text, 0, 0});
+  }
+  void confirm(std::uint16_t channel, std::uint64_t seq) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end() || it->second.closing) return;
+    auto k = seq_keys_.find({channel, seq});
+    if (k != seq_keys_.end()) {
+      config_.world->acked.insert(k->second);
+      seq_keys_.erase(k);
+    }
+    send(channel, wire::BasicAck{seq, false});
+  }
+  void deliver_to(const std::string& tag, ModelConsumer& c, BrokerWorld::Message m) {
+    auto& ch = channels_[c.channel];
+    const std::uint64_t dtag = ++ch.next_delivery_tag;
+    ++config_.world->delivered[tag];
+    wire::BasicProperties p;
+    if (!m.correlation_id.empty()) p.correlation_id = m.correlation_id;
+    if (!m.reply_to.empty()) p.reply_to = m.reply_to;
+    (void)wire::write_content(out_, c.channel, wire::BasicDeliver{tag, dtag, m.redelivered, "", c.queue}, p,
+                              std::as_bytes(std::span{m.body.data(), m.body.size()}), frame_max_);
+    if (!c.no_ack) ch.unacked.emplace(dtag, Unacked{c.queue, std::move(m)});
+  }
+  // One round of deliveries from the world's queues to this connection's consumers.
+  bool dispatch_some() {
+    if (gone_ || closing_ || silent_) return false;
+    bool any = false;
+    for (auto& [tag, c] : consumers_by_tag_) {
+      auto chit = channels_.find(c.channel);
+      if (chit == channels_.end() || chit->second.closing) continue;
+      auto q = config_.world->queues.find(c.queue);
+      if (q == config_.world->queues.end() || q->second.empty()) continue;
+      auto m = std::move(q->second.front());
+      q->second.pop_front();
+      if (++m.deliveries > BrokerWorld::max_deliveries) {
+        config_.world->bounced.push_back(BrokerWorld::key_of(m.body));
+        continue;
+      }
+      deliver_to(tag, c, std::move(m));
+      any = true;
+    }
+    flush_async();
+    return any;
+  }
+
+  // A connection error (RabbitMQ's 504, 540, ...): everything after it is discarded.
+  void connection_error(std::uint16_t code, std::string text) {
+    begin_connection_close(code, std::move(text));
+  }
+
+  void model_frame(const wire::FrameView& f) {
+    if (paused_) {  // blocked: RabbitMQ stops reading this connection
+      OwnedFrame o{f.type, f.channel, std::vector<std::byte>(f.payload.begin(), f.payload.end()), {}};
+      backlog_.push_back(std::move(o));
+      backlog_.back().payload = backlog_.back().bytes;
+      return;
+    }
+    if (f.type == wire::FrameType::protocol_header) {
+      wire::FieldTable props;
+      props.set("product", std::string("fake"));
+      send(0, wire::ConnectionStart{0, 9, props, "PLAIN AMQPLAIN", "en_US"});
+      return;
+    }
+    if (f.type == wire::FrameType::heartbeat) return;
+    const auto chn = f.channel;
+    if (f.type == wire::FrameType::header || f.type == wire::FrameType::body) {
+      if (closing_) return;
+      auto it = channels_.find(chn);
+      if (it == channels_.end()) return connection_error(504, "CHANNEL_ERROR - content on a channel not open");
+      if (it->second.closing) return;
+      auto& in = it->second.incoming;
+      if (!in) return connection_error(505, "UNEXPECTED_FRAME - content with no basic.publish");
+      if (f.type == wire::FrameType::header) {
+        auto h = wire::decode_content_header(f.payload);
+        if (!h.ok()) return connection_error(502, "SYNTAX_ERROR - content header");
+        in->body_left = h->body_size;
+        in->have_header = true;
+        if (h->properties.correlation_id) in->correlation_id = std::string(*h->properties.correlation_id);
+        if (h->properties.reply_to) in->reply_to = std::string(*h->properties.reply_to);
+        if (h->properties.correlation_id) last_correlation_id = in->correlation_id;
+      } else {
+        in->body.append(reinterpret_cast<const char*>(f.payload.data()), f.payload.size());
+        in->body_left -= std::min<std::uint64_t>(in->body_left, f.payload.size());
+      }
+      if (in->have_header && in->body_left == 0) {
+        Incoming done = std::move(*in);
+        in.reset();
+        model_published(chn, std::move(done));
+      }
+      return;
+    }
+    if (f.type != wire::FrameType::method) return;
+    auto decoded = wire::decode_method(f.payload);
+    if (!decoded.ok()) return connection_error(502, "SYNTAX_ERROR");
+    const wire::Method& m = *decoded;
+    methods.emplace_back(std::visit([](const auto& x) { return std::string(x.name); }, m));
+    if (chn == 0) return model_connection_method(m);
+    if (closing_) return;  // after connection.close only close-ok counts
+    if (const auto* open = std::get_if<wire::ChannelOpen>(&m)) {
+      (void)open;
+      if (channels_.contains(chn)) return connection_error(504, "CHANNEL_ERROR - second 'channel.open' seen");
+      channels_[chn];
+      send(chn, wire::ChannelOpenOk{});
+      return;
+    }
+    auto it = channels_.find(chn);
+    if (it == channels_.end()) return connection_error(504, "CHANNEL_ERROR - expected 'channel.open'");
+    auto& ch = it->second;
+    if (ch.closing) {
+      if (std::holds_alternative<wire::ChannelCloseOk>(m)) channels_.erase(it);
+      else if (std::holds_alternative<wire::ChannelClose>(m)) send(chn, wire::ChannelCloseOk{});
+      return;  // RabbitMQ discards the rest until close-ok
+    }
+    if (std::holds_alternative<wire::ChannelClose>(m)) {
+      requeue(ch);
+      drop_consumers(chn);
+      channels_.erase(it);
+      send(chn, wire::ChannelCloseOk{});
+      config_.world->dispatch();
+      return;
+    }
+    if (ch.incoming) return connection_error(505, "UNEXPECTED_FRAME - a method inside a message's content");
+    if (const auto* p = std::get_if<wire::BasicPublish>(&m)) {
+      if (blocked_) {  // the first publish after connection.blocked stops the reader
+        paused_ = true;
+        OwnedFrame o{f.type, f.channel, std::vector<std::byte>(f.payload.begin(), f.payload.end()), {}};
+        methods.pop_back();  // counted again when it is read
+        backlog_.push_back(std::move(o));
+        backlog_.back().payload = backlog_.back().bytes;
+        return;
+      }
+      ch.incoming = Incoming{std::string(p->exchange), std::string(p->routing_key), {}, p->mandatory, {}, {}, 0, false};
+      return;
+    }
+    if (const auto* c = std::get_if<wire::ConfirmSelect>(&m)) {
+      ch.confirm = true;
+      if (!c->no_wait) send(chn, wire::ConfirmSelectOk{});
+      return;
+    }
+    if (const auto* q = std::get_if<wire::QueueDeclare>(&m)) {
+      std::string name = q->queue.empty() ? "amq.gen-" + std::to_string(++generated_) : std::string(q->queue);
+      auto& queue = config_.world->queues[name];
+      queue_name_ = name;
+      std::uint32_t consumers = 0;
+      for (auto* b : config_.world->brokers)
+        for (auto& [t, cc] : b->consumers_by_tag_) consumers += cc.queue == name;
+      if (!q->no_wait) send(chn, wire::QueueDeclareOk{name, static_cast<std::uint32_t>(queue.size()), consumers});
+      return;
+    }
+    if (std::holds_alternative<wire::BasicQos>(m)) {
+      send(chn, wire::BasicQosOk{});
+      return;
+    }
+    if (const auto* c = std::get_if<wire::BasicConsume>(&m)) {
+      const std::string queue(c->queue);
+      if (queue != "amq.rabbitmq.reply-to" && !config_.world->queues.contains(queue)) {
+        begin_channel_close(chn, 404, "NOT_FOUND - no queue '" + queue + "' in vhost '/'", 60, 20);
+        return;
+      }
+      std::string tag = c->consumer_tag.empty() ? "amq.ctag-" + std::to_string(++consumers_) : std::string(c->consumer_tag);
+      if (consumers_by_tag_.contains(tag)) {
+        begin_channel_close(chn, 530, "NOT_ALLOWED - attempt to reuse consumer tag '" + tag + "'", 60, 20);
+        return;
+      }
+      tag_ = tag;
+      consume_channel_ = chn;
+      queue_name_ = queue;
+      consumers_by_tag_[tag] = ModelConsumer{chn, queue, c->no_ack};
+      if (!c->no_wait) send(chn, wire::BasicConsumeOk{tag});
+      config_.world->dispatch();
+      return;
+    }
+    if (const auto* c = std::get_if<wire::BasicCancel>(&m)) {
+      consumers_by_tag_.erase(std::string(c->consumer_tag));
+      if (!c->no_wait) send(chn, wire::BasicCancelOk{c->consumer_tag});
+      return;
+    }
+    if (const auto* g = std::get_if<wire::BasicGet>(&m)) {
+      const std::string queue(g->queue);
+      auto q = config_.world->queues.find(queue);
+      if (q == config_.world->queues.end()) {
+        begin_channel_close(chn, 404, "NOT_FOUND - no queue '" + queue + "' in vhost '/'", 60, 70);
+        return;
+      }
+      if (q->second.empty()) {
+        send(chn, wire::BasicGetEmpty{});
+        return;
+      }
+      auto msg = std::move(q->second.front());
+      q->second.pop_front();
+      const std::uint64_t dtag = ++ch.next_delivery_tag;
+      wire::BasicProperties p;
+      if (!msg.correlation_id.empty()) p.correlation_id = msg.correlation_id;
+      (void)wire::write_content(out_, chn,
+                                wire::BasicGetOk{dtag, msg.redelivered, "", queue, static_cast<std::uint32_t>(q->second.size())},
+                                p, std::as_bytes(std::span{msg.body.data(), msg.body.size()}), frame_max_);
+      if (!g->no_ack) ch.unacked.emplace(dtag, Unacked{queue, std::move(msg)});
+      return;
+    }
+    if (const auto* a = std::get_if<wire::BasicAck>(&m)) return settle(chn, ch, a->delivery_tag, a->multiple, std::nullopt);
+    if (const auto* n = std::get_if<wire::BasicNack>(&m)) return settle(chn, ch, n->delivery_tag, n->multiple, n->requeue);
+    if (const auto* r = std::get_if<wire::BasicReject>(&m)) return settle(chn, ch, r->delivery_tag, false, r->requeue);
+    connection_error(540, "NOT_IMPLEMENTED - the fake broker does not know " +
+                              std::visit([](const auto& x) { return std::string(x.name); }, m));
+  }
+
+  // basic.ack (requeue empty) or nack/reject of deliveries; an unknown tag closes the channel.
+  void settle(std::uint16_t chn, ModelChannel& ch, std::uint64_t tag, bool multiple, std::optional<bool> requeue_it) {
+    std::vector<std::uint64_t> tags;
+    if (multiple) {
+      for (auto& [t, u] : ch.unacked)
+        if (tag == 0 || t <= tag) tags.push_back(t);
+    } else if (ch.unacked.contains(tag)) {
+      tags.push_back(tag);
+    }
+    if (tags.empty() && !(multiple && tag == 0)) {
+      begin_channel_close(chn, 406, "PRECONDITION_FAILED - unknown delivery tag " + std::to_string(tag), 60,
+                          requeue_it ? 120 : 80);
+      return;
+    }
+    for (auto t : tags) {
+      auto u = std::move(ch.unacked.at(t));
+      ch.unacked.erase(t);
+      if (requeue_it && *requeue_it) {
+        u.message.redelivered = true;
+        config_.world->queues[u.queue].push_front(std::move(u.message));
+      }
+    }
+    if (requeue_it && *requeue_it) config_.world->dispatch();
+  }
+
+  void model_published(std::uint16_t chn, Incoming in) {
+    auto& world = *config_.world;
+    const std::string key = BrokerWorld::key_of(in.body);
+    ++published;
+    ++world.received[key];
+    auto& ch = channels_[chn];
+    std::uint64_t seq = 0;
+    if (ch.confirm) seq = ++ch.seq;
+    bool routed = false;
+    if (in.exchange.empty() && in.routing_key == "rpc") {
+      routed = true;
+      // An RPC server that answers at once, through direct reply-to on this connection.
+      if (in.reply_to == "amq.rabbitmq.reply-to") {
+        for (auto& [tag, c] : consumers_by_tag_)
+          if (c.queue == "amq.rabbitmq.reply-to" && !channels_[c.channel].closing) {
+            rpc_replies_.push_back({tag, BrokerWorld::Message{"re:" + in.body, in.correlation_id, {}, false}});
+            break;
+          }
+      }
+    } else if (in.exchange.empty() && world.queues.contains(in.routing_key)) {
+      routed = true;
+      world.queues[in.routing_key].push_back(BrokerWorld::Message{in.body, in.correlation_id, in.reply_to, false});
+    }
+    if (!routed && in.mandatory) {
+      (void)wire::write_content(out_, chn, wire::BasicReturn{312, "NO_ROUTE", in.exchange, in.routing_key}, {},
+                                std::as_bytes(std::span{in.body.data(), in.body.size()}), frame_max_);
+    }
+    if (ch.confirm) {
+      if (nack_next_) {
+        nack_next_ = false;
+        world.nacked.insert(key);
+        send(chn, wire::BasicNack{seq, false, false});
+      } else {
+        seq_keys_[{chn, seq}] = key;
+        if (config_.hold_confirms) held_confirms_.push_back({chn, seq});
+        else confirm(chn, seq);
+      }
+    }
+    for (auto& [tag, msg] : rpc_replies_) {
+      auto c = consumers_by_tag_.find(tag);
+      if (c != consumers_by_tag_.end()) deliver_to(tag, c->second, std::move(msg));
+    }
+    rpc_replies_.clear();
+    world.dispatch();
+  }
+
+  void model_connection_method(const wire::Method& m) {
+    if (std::holds_alternative<wire::ConnectionStartOk>(m)) {
+      if (config_.refuse_login)
+        send(0, wire::ConnectionClose{403, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN", 0, 0});
+      else
+        send(0, wire::ConnectionTune{2047, 131072, config_.heartbeat_s});
+    } else if (const auto* t = std::get_if<wire::ConnectionTuneOk>(&m)) {
+      heartbeat_s_ = t->heartbeat;
+      frame_max_ = t->frame_max == 0 ? 131072 : t->frame_max;
+      if (heartbeat_s_ > 0 && on_tuned) on_tuned(heartbeat_s_);
+    } else if (std::holds_alternative<wire::ConnectionOpen>(m)) {
+      if (closing_) return;
+      open_ = true;
+      send(0, wire::ConnectionOpenOk{});
+    } else if (std::holds_alternative<wire::ConnectionClose>(m)) {
+      closing_ = true;
+      send(0, wire::ConnectionCloseOk{});
+    } else if (std::holds_alternative<wire::ConnectionCloseOk>(m)) {
+      closing_ = true;
+    }
+  }
+
+  bool handling_ = false;  // inside handle(): output goes back with the write's answer
+  bool open_ = false, closing_ = false, silent_ = false, gone_ = false;
+  bool blocked_ = false, paused_ = false, nack_next_ = false;
+  std::uint16_t heartbeat_s_ = 0;
+  std::uint32_t frame_max_ = 131072;
+  int generated_ = 0;
+  std::deque<OwnedFrame> backlog_;
+  std::map<std::uint16_t, ModelChannel> channels_;
+  std::map<std::string, ModelConsumer> consumers_by_tag_;
+  std::map<std::pair<std::uint16_t, std::uint64_t>, std::string> seq_keys_;  // unconfirmed: publish key
+  std::vector<std::pair<std::uint16_t, std::uint64_t>> held_confirms_;
+  std::vector<std::pair<std::string, BrokerWorld::Message>> rpc_replies_;
+
   Config config_;
   wire::FrameDecoder decoder_{wire::FrameDecoder::Peer::client, 0};
   std::vector<std::byte> input_;
@@ -143,12 +648,25 @@ class FakeBroker {
   std::uint64_t delivery_tag_ = 0;
 };
 
+inline void BrokerWorld::dispatch() {
+  // Round by round, so consumers on several connections share a queue as on RabbitMQ.
+  for (bool any = true; any;) {
+    any = false;
+    auto brokers_now = brokers;
+    for (auto* b : brokers_now)
+      if (std::find(brokers.begin(), brokers.end(), b) != brokers.end()) any = b->dispatch_some() || any;
+  }
+}
+
 class FakeDriver final : public client::Driver {
  public:
-  // silent: takes the TCP connection and never says a word (a stuck or foreign server).
-  enum class Host { refuse, black_hole, broker, refuse_login, broker_holding_confirms, silent };
+  // mute: accepts the connection, then never says a word (a host that hangs in the handshake).
+  enum class Host { refuse, black_hole, broker, refuse_login, broker_holding_confirms, mute };
 
   std::map<std::uint16_t, Host> hosts;  // by port; a port not listed refuses
+  // Host::broker on a port listed here runs a broker with this config (the model broker when
+  // it names a world).
+  std::map<std::uint16_t, FakeBroker::Config> broker_configs;
   int dials = 0;
 
   engine::Instant now() override { return now_; }
@@ -175,27 +693,33 @@ class FakeDriver final : public client::Driver {
         });
         s->dial_timer->arm(now_ + timeout);
         break;
-      case Host::silent:
-        live_.push_back(s);
+      case Host::mute:
         post([alive, s] {
           if (*alive) s->events->on_connected();
         });
         break;
       case Host::broker:
       case Host::refuse_login:
-      case Host::broker_holding_confirms:
-        s->broker = std::make_unique<FakeBroker>(
-            FakeBroker::Config{host == Host::refuse_login, host == Host::broker_holding_confirms});
+      case Host::broker_holding_confirms: {
+        auto config = FakeBroker::Config{host == Host::refuse_login, host == Host::broker_holding_confirms};
+        if (auto c = broker_configs.find(endpoint.port); c != broker_configs.end() && host == Host::broker) config = c->second;
+        s->broker = std::make_unique<FakeBroker>(config);
         s->broker->push = [this, alive, s](std::vector<std::byte> bytes) {
+          if (s->stalled) return;
           post([alive, s, bytes = std::move(bytes)] {
-            if (*alive) s->events->on_bytes(bytes);
+            if (*alive) s->receive(bytes);
           });
+        };
+        s->broker->on_tuned = [this, s](std::uint16_t heartbeat_s) {
+          s->heartbeat_s = heartbeat_s;
+          s->heartbeat_at = now_ + std::chrono::seconds(heartbeat_s);
         };
         live_.push_back(s);
         post([alive, s] {
           if (*alive) s->events->on_connected();
         });
         break;
+      }
     }
     return stream;
   }
@@ -221,6 +745,18 @@ class FakeDriver final : public client::Driver {
       FakeTimer* next = nullptr;
       for (auto* t : timers_)
         if (t->deadline && *t->deadline <= until && (!next || *t->deadline < *next->deadline)) next = t;
+      // A model broker's heartbeat, when it falls due before the next timer.
+      FakeStream* beat = nullptr;
+      for (auto* st : live_)
+        if (st->heartbeat_at && *st->heartbeat_at <= until && (!next || *st->heartbeat_at < *next->deadline) &&
+            (!beat || *st->heartbeat_at < *beat->heartbeat_at))
+          beat = st;
+      if (beat) {
+        now_ = *beat->heartbeat_at;
+        beat->heartbeat_at = now_ + std::chrono::seconds(beat->heartbeat_s);
+        if (!beat->stalled) beat->broker->send_heartbeat();
+        continue;
+      }
       if (!next) break;
       now_ = *next->deadline;
       next->deadline.reset();
@@ -237,6 +773,71 @@ class FakeDriver final : public client::Driver {
     if (live_.empty()) throw std::runtime_error("no open connection to a fake broker");
     return *live_.back()->broker;
   }
+  // ---- faults and what the simulation checks (tests/sim/)
+  // The newest open stream dialled to `port`, if any.
+  [[nodiscard]] FakeBroker* broker_on(std::uint16_t port) {
+    FakeStream* s = stream_on(port);
+    return s ? s->broker.get() : nullptr;
+  }
+  // The connection is cut (reset by peer): the client hears it on its next turn.
+  bool cut(std::uint16_t port) {
+    FakeStream* s = stream_on(port);
+    if (!s) return false;
+    post([alive = s->alive, s] {
+      if (*alive) s->fail(make_error(errc::connection_lost, "connection reset by peer"));
+    });
+    return true;
+  }
+  // The network stops: writes never complete, nothing arrives, heartbeats included.
+  bool stall(std::uint16_t port) {
+    FakeStream* s = stream_on(port);
+    if (!s) return false;
+    s->stalled = true;
+    return true;
+  }
+  // The stream holds what the broker sends (a slow reader) until released.
+  bool hold_input(std::uint16_t port, bool hold) {
+    FakeStream* s = stream_on(port);
+    if (!s) return false;
+    s->hold(hold);
+    return true;
+  }
+  [[nodiscard]] bool stalled(std::uint16_t port) {
+    FakeStream* s = stream_on(port);
+    return s && s->stalled;
+  }
+  // What the loop still has: armed timers, posted work, streams not closed.
+  [[nodiscard]] std::size_t armed_timers() const {
+    return static_cast<std::size_t>(std::count_if(timers_.begin(), timers_.end(), [](const FakeTimer* t) { return t->deadline.has_value(); }));
+  }
+  [[nodiscard]] std::size_t posted() const { return posted_.size(); }
+  [[nodiscard]] std::size_t open_streams() const { return open_.size(); }
+  [[nodiscard]] std::vector<std::uint16_t> open_stream_ports() const {
+    std::vector<std::uint16_t> out;
+    for (auto* s : open_) out.push_back(s->endpoint.port);
+    return out;
+  }
+
+  // The network and the brokers recover: a stalled or silent connection is cut (the peer
+  // finds it dead), held input is let go, blocks are lifted and held confirms sent.
+  void heal() {
+    auto open = open_;
+    for (auto* s : open) {
+      if (s->stalled || (s->broker && s->broker->is_silent())) {
+        post([alive = s->alive, s] {
+          if (*alive) s->fail(make_error(errc::connection_lost, "connection reset by peer"));
+        });
+        continue;
+      }
+      s->hold(false);
+      if (s->broker) {
+        s->broker->set_blocked(false);
+        s->broker->hold_confirms(false);
+        s->broker->nack_next_publish(false);
+      }
+    }
+  }
+
   // Kills every open broker connection, as a broker restart does.
   void reset_all() {
     auto live = live_;
@@ -256,10 +857,13 @@ class FakeDriver final : public client::Driver {
   };
 
   struct FakeStream final : client::Stream {
-    FakeStream(FakeDriver& d, client::StreamEvents& e, client::Endpoint ep) : driver(d), events(&e), endpoint(std::move(ep)) {}
+    FakeStream(FakeDriver& d, client::StreamEvents& e, client::Endpoint ep) : driver(d), events(&e), endpoint(std::move(ep)) {
+      driver.open_.push_back(this);
+    }
     ~FakeStream() override { close(); }
 
     void write(std::span<const std::span<const std::byte>> parts) override {
+      if (stalled) return;  // never completes
       std::vector<std::byte> bytes;
       for (auto p : parts) bytes.insert(bytes.end(), p.begin(), p.end());
       auto reply = broker ? broker->handle(bytes) : std::vector<std::byte>{};
@@ -268,15 +872,24 @@ class FakeDriver final : public client::Driver {
         if (!*alive) return;
         events->on_written(n);
         if (!*alive || reply.empty()) return;
-        if (reading) events->on_bytes(reply);
-        else held.insert(held.end(), reply.begin(), reply.end());
+        receive(reply);
       });
+    }
+    // Bytes from the broker: now, or held while the client is not reading (or a fault holds them).
+    void receive(const std::vector<std::byte>& bytes) {
+      if (stalled) return;
+      if (reading && !holding && held.empty()) events->on_bytes(bytes);
+      else held.insert(held.end(), bytes.begin(), bytes.end());
+    }
+    void hold(bool h) {
+      holding = h;
+      set_reading(reading);
     }
     void set_reading(bool r) override {
       reading = r;
-      if (r && !held.empty())
+      if (r && !holding && !held.empty())
         driver.post([alive = alive, this] {
-          if (!*alive || held.empty()) return;
+          if (!*alive || held.empty() || !reading || holding) return;
           auto bytes = std::move(held);
           held.clear();
           events->on_bytes(bytes);
@@ -286,6 +899,9 @@ class FakeDriver final : public client::Driver {
       if (!*alive) return;
       *alive = false;
       std::erase(driver.live_, this);
+      std::erase(driver.open_, this);
+      if (broker) broker->disconnect();
+      if (dial_timer) dial_timer->cancel();
     }
     void fail(Error cause) {
       if (!*alive) return;
@@ -302,12 +918,23 @@ class FakeDriver final : public client::Driver {
     std::unique_ptr<client::Timer> dial_timer;
     bool reading = true;
     std::vector<std::byte> held;
+    bool holding = false;  // a fault holds what arrives
+    bool stalled = false;  // a fault: nothing moves either way
+    std::uint16_t heartbeat_s = 0;
+    std::optional<engine::Instant> heartbeat_at;  // the broker's next heartbeat
   };
+
+  FakeStream* stream_on(std::uint16_t port) {
+    for (auto it = open_.rbegin(); it != open_.rend(); ++it)
+      if ((*it)->endpoint.port == port) return *it;
+    return nullptr;
+  }
 
   engine::Instant now_ = engine::Instant{} + 1000s;
   std::deque<std::function<void()>> posted_;
   std::vector<FakeTimer*> timers_;
   std::vector<FakeStream*> live_;
+  std::vector<FakeStream*> open_;  // every stream not closed, brokers or not
 };
 
 }  // namespace warren::test

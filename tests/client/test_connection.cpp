@@ -101,7 +101,7 @@ TEST_F(ConnectionTest, close_while_dialling_stops_the_dial) {
 
 // Finding 5: close() during the handshake never ran its done.
 TEST_F(ConnectionTest, close_during_the_handshake_runs_its_done_once) {
-  driver.hosts[5001] = FakeDriver::Host::silent;
+  driver.hosts[5001] = FakeDriver::Host::mute;
   auto c = dial("amqp://guest:guest@fake:5001");
   driver.run();  // TCP is up; the broker has not answered the protocol header
   Calls closed;
@@ -133,7 +133,7 @@ TEST_F(ConnectionTest, every_close_caller_is_told_once) {
 // Finding 10: a host that accepts TCP but never finishes the handshake ended the dial with
 // a timeout instead of moving on to the next host.
 TEST_F(ConnectionTest, a_host_that_never_finishes_the_handshake_moves_the_dial_on) {
-  driver.hosts[5002] = FakeDriver::Host::silent;
+  driver.hosts[5002] = FakeDriver::Host::mute;
   driver.hosts[5001] = FakeDriver::Host::broker;
   auto c = dial("amqp://guest:guest@fake:5002,fake:5001");
   driver.advance(9999ms);

@@ -1,0 +1,629 @@
+// The simulation's world: the client objects under test, the commands, the callback ledger
+// and the invariants (see sim.hpp).
+#include "sim/sim.hpp"
+
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+namespace warren::sim {
+
+using namespace std::chrono_literals;
+using client::Connection;
+
+namespace {
+
+constexpr std::uint16_t ports_by_fault[] = {5001, 5002, 5003, 5004};
+constexpr std::uint16_t ports_by_connect[] = {5001, 5006, 5007};
+constexpr engine::Duration advances[] = {0ms, 10ms, 100ms, 1000ms, 3000ms, 11000ms};
+constexpr engine::Duration timeouts[] = {100ms, 1000ms, 5000ms, 30000ms};
+
+std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span{s.data(), s.size()}); }
+
+}  // namespace
+
+const char* name(Op op) {
+  switch (op) {
+#define X(n) \
+  case Op::n: \
+    return #n;
+    X(connect) X(open_channel) X(close_channel) X(declare) X(publish) X(publish_no_callback) X(publish_null_callback)
+    X(publish_large) X(confirm_select) X(consume) X(consume_no_wait) X(cancel) X(ack) X(get) X(rpc_start) X(rpc_call)
+    X(close_connection) X(session_start) X(session_channel) X(session_publish) X(session_ack) X(session_close)
+    X(pool_borrow) X(pool_release) X(pool_close_lease) X(pool_close) X(advance) X(cut) X(stall)
+    X(broker_close_channel) X(broker_close_connection) X(blocked) X(unblocked) X(silent) X(broker_cancel)
+    X(hold_confirms) X(release_confirms) X(nack_next) X(hold_input) X(release_input) X(other_publisher) X(host_5004)
+#undef X
+  }
+  return "?";
+}
+
+void showValue(const Cmd& c, std::ostream& os) { os << "{Op::" << name(c.op) << ", " << c.a << ", " << c.b << "}"; }
+std::ostream& operator<<(std::ostream& os, const Cmd& c) {
+  showValue(c, os);
+  return os;
+}
+
+// ---- the ledger: every callback handed in, how often it ran, and the final reports
+
+struct Sim::Impl {
+  Sim& sim;
+  test::FakeDriver& driver;
+  test::BrokerWorld& world;
+  std::uint64_t clock = 0;  // a counter of events, to order registrations and reports
+
+  struct Scope {
+    std::string name;
+    std::optional<std::uint64_t> final_at;  // when its final close report ran
+  };
+  std::vector<Scope> scopes;
+  struct Callback {
+    std::string what;
+    int scope = 0;
+    std::uint64_t registered = 0;
+    int calls = 0;
+    bool exactly_once = true;  // on_closed and setup hooks are not
+    bool final_report = false;
+  };
+  std::vector<Callback> callbacks;
+  std::vector<std::string> violations;
+
+  // ---- the Connection(s)
+  struct Conn {
+    std::shared_ptr<Connection> c;
+    int scope = 0;
+    bool user_closed = false;
+    bool ready = false;
+    std::vector<engine::ChannelId> channels;
+    std::vector<std::pair<engine::ChannelId, std::uint64_t>> unacked;
+    struct Consumer {
+      engine::ChannelId channel;
+      std::string tag;
+      bool live = true;  // consume-ok (or no_wait) and not ended
+      bool confirmed = false;
+    };
+    std::vector<Consumer> consumers;
+    std::shared_ptr<client::RpcClient> rpc;
+  };
+  std::vector<Conn> conns;
+  std::map<std::string, int> received_by_tag;  // deliveries reaching on_message, by our tags
+  int next_tag = 0;
+
+  // ---- the Session
+  std::shared_ptr<client::Session> session;
+  int session_scope = -1;
+  bool session_closed = false;
+  std::vector<std::shared_ptr<client::RecoveringChannel>> rchannels;
+  std::vector<std::pair<std::size_t, client::RecoveringChannel::DeliveryRef>> session_unacked;
+
+  // ---- the Pool
+  std::shared_ptr<client::Pool> pool;
+  int pool_scope = -1;
+  bool pool_closed = false;
+  std::vector<client::Lease> leases;
+
+  int next_body = 0;
+  std::set<std::string> confirmed;  // publish keys the client reported confirmed
+
+  Impl(Sim& s) : sim(s), driver(s.driver), world(s.world) {
+    test::FakeBroker::Config model{false, false, &world, 1};
+    for (std::uint16_t port : {5001, 5002, 5003, 5004}) {
+      driver.hosts[port] = test::FakeDriver::Host::broker;
+      driver.broker_configs[port] = model;
+    }
+    driver.hosts[5004] = test::FakeDriver::Host::refuse;
+    driver.hosts[5006] = test::FakeDriver::Host::black_hole;
+    driver.hosts[5007] = test::FakeDriver::Host::mute;
+  }
+
+  static client::ClientOptions options() {
+    client::ClientOptions o;
+    o.connect_timeout = 3000ms;
+    o.engine.handshake_timeout = 3000ms;
+    o.engine.request_timeout = 2000ms;
+    o.engine.close_timeout = 2000ms;
+    return o;
+  }
+
+  int new_scope(std::string n) {
+    scopes.push_back(Scope{std::move(n), std::nullopt});
+    return static_cast<int>(scopes.size()) - 1;
+  }
+  int reg(int scope, std::string what, bool exactly_once = true, bool final_report = false) {
+    callbacks.push_back(Callback{std::move(what), scope, ++clock, 0, exactly_once, final_report});
+    return static_cast<int>(callbacks.size()) - 1;
+  }
+  void violation(std::string text) {
+    for (const auto& skip : ignored())
+      if (text.find(skip) != std::string::npos) return;
+    violations.push_back(std::move(text));
+  }
+  // SIM_IGNORE="text|text": violations containing one of these are not reported, to look
+  // past a known failure for the next one. SIM_OFF="op,op": those commands do nothing.
+  static std::vector<std::string> split(const char* env, char sep) {
+    std::vector<std::string> out;
+    if (!env) return out;
+    std::string s(env);
+    for (std::size_t at = 0; at <= s.size();) {
+      auto next = s.find(sep, at);
+      if (next == std::string::npos) next = s.size();
+      if (next > at) out.push_back(s.substr(at, next - at));
+      at = next + 1;
+    }
+    return out;
+  }
+  static const std::vector<std::string>& ignored() {
+    static const auto v = split(std::getenv("SIM_IGNORE"), '|');
+    return v;
+  }
+  static bool off(Op op) {
+    static const auto v = split(std::getenv("SIM_OFF"), ',');
+    return std::find(v.begin(), v.end(), std::string(name(op))) != v.end();
+  }
+  // A callback ran.
+  void hit(int id) {
+    auto& cb = callbacks[static_cast<std::size_t>(id)];
+    ++cb.calls;
+    const std::string who = cb.what + " (" + scopes[static_cast<std::size_t>(cb.scope)].name + ")";
+    if (cb.exactly_once && cb.calls == 2) violation("exactly once: " + who + " ran twice");
+    auto& scope = scopes[static_cast<std::size_t>(cb.scope)];
+    if (!cb.final_report && scope.final_at && cb.registered < *scope.final_at)
+      violation("exactly once: " + who + " ran after the final close report of " + scope.name);
+  }
+  void final_report(int id) {
+    hit(id);
+    auto& scope = scopes[static_cast<std::size_t>(callbacks[static_cast<std::size_t>(id)].scope)];
+    if (!scope.final_at) scope.final_at = ++clock;
+  }
+
+  // ---- publishes: the outcome against what the broker did
+  Connection::Settled settled(int id, std::string key) {
+    return [this, id, key](engine::PublishOutcome outcome, const Error&) {
+      hit(id);
+      if (outcome == engine::PublishOutcome::confirmed) {
+        if (!world.acked.contains(key)) violation("confirms: " + key + " reported confirmed, the broker never acked it");
+        confirmed.insert(key);
+      }
+    };
+  }
+  std::string body(bool large = false) {
+    std::string b = "m" + std::to_string(++next_body);
+    if (large) b += ":" + std::string(100 * 1024, 'x');
+    return b;
+  }
+
+  Conn* conn() { return conns.empty() ? nullptr : &conns.back(); }
+  static engine::ChannelId pick(const std::vector<engine::ChannelId>& v, int a) {
+    return v.empty() ? engine::ChannelId{1} : v[static_cast<std::size_t>(a) % v.size()];
+  }
+
+  // ---- commands
+  void connect(int b) {
+    const std::uint16_t port = ports_by_connect[b % 3];
+    auto url = client::parse_url("amqp://guest:guest@fake:" + std::to_string(port) + "?heartbeat=1");
+    conns.push_back(Conn{});
+    const std::size_t index = conns.size() - 1;
+    Conn& c = conns.back();
+    c.scope = new_scope("connection " + std::to_string(index + 1));
+    const int ready = reg(c.scope, "connect's on_ready");
+    c.c = Connection::connect(driver, *url, options(), [this, index, ready](const Error* e) {
+      if (e) final_report(ready);
+      else hit(ready);
+      conns[index].ready = !e;
+    });
+    const int closed = reg(c.scope, "on_closed", false, true);
+    c.c->on_closed = [this, closed](const Error&) { final_report(closed); };
+  }
+
+  void open_channel() {
+    Conn* c = conn();
+    if (!c) return;
+    const int id = reg(c->scope, "open_channel");
+    const std::size_t index = conns.size() - 1;
+    c->c->open_channel([this, id, index](const Error* e, engine::ChannelId ch) {
+      hit(id);
+      if (!e) conns[index].channels.push_back(ch);
+    });
+  }
+
+  void close_channel(int a) {
+    Conn* c = conn();
+    if (!c || c->channels.empty()) return;
+    const auto ch = pick(c->channels, a);
+    std::erase(c->channels, ch);
+    std::erase_if(c->unacked, [&](const auto& u) { return u.first == ch; });
+    c->c->close_channel(ch, [this, id = reg(c->scope, "close_channel")](const Error*, const wire::Method*) { hit(id); });
+  }
+
+  void declare(int a, int b) {
+    Conn* c = conn();
+    if (!c) return;
+    const std::string q = "q" + std::to_string(b % 3);
+    c->c->queue_declare(pick(c->channels, a), wire::QueueDeclare{q},
+                        [this, id = reg(c->scope, "queue_declare " + q)](const Error*, const wire::Method*) { hit(id); });
+  }
+
+  void publish(int a, int b, bool large) {
+    Conn* c = conn();
+    if (!c) return;
+    const std::string text = body(large);
+    const std::string key = test::BrokerWorld::key_of(text);
+    const std::string rk = "q" + std::to_string(b % 4);  // q3 is never declared
+    c->c->publish(pick(c->channels, a), wire::BasicPublish{"", rk, b % 2 == 1}, {}, bytes_of(text),
+                  settled(reg(c->scope, "publish " + key), key));
+  }
+  void publish_no_callback(int a, int b) {
+    Conn* c = conn();
+    if (!c) return;
+    const std::string text = body();
+    (void)c->c->publish(pick(c->channels, a), wire::BasicPublish{"", "q" + std::to_string(b % 4)}, {}, bytes_of(text));
+  }
+  void publish_null_callback(int a, int b) {
+    Conn* c = conn();
+    if (!c) return;
+    const std::string text = body();
+    c->c->publish(pick(c->channels, a), wire::BasicPublish{"", "q" + std::to_string(b % 4)}, {}, bytes_of(text), nullptr);
+  }
+
+  void confirm_select(int a) {
+    Conn* c = conn();
+    if (!c) return;
+    c->c->confirm_select(pick(c->channels, a),
+                         [this, id = reg(c->scope, "confirm_select")](const Error*, const wire::Method*) { hit(id); });
+  }
+
+  void consume(int a, int b, bool no_wait) {
+    Conn* c = conn();
+    if (!c) return;
+    const auto ch = pick(c->channels, a);
+    const std::string q = "q" + std::to_string(b % 3);
+    const std::string tag = "k" + std::to_string(++next_tag);
+    const std::size_t index = conns.size() - 1;
+    c->consumers.push_back(Conn::Consumer{ch, tag, true, false});
+    const std::size_t k = c->consumers.size() - 1;
+    const int done = reg(c->scope, "consume " + tag + "'s done");
+    const int ended = reg(c->scope, "consume " + tag + "'s on_ended");
+    wire::BasicConsume m{q, tag, false, b % 2 == 1, false, no_wait};
+    const bool no_ack = m.no_ack;
+    c->c->consume(
+        ch, m, std::nullopt,
+        [this, index, tag, ch, no_ack](const engine::Message& msg) {
+          ++received_by_tag[tag];
+          if (!no_ack) conns[index].unacked.emplace_back(ch, msg.delivery_tag);
+        },
+        [this, index, k, ended](const Error*) {
+          hit(ended);
+          conns[index].consumers[k].live = false;
+        },
+        [this, index, k, done, ended](const Error* e, const wire::Method*) {
+          hit(done);
+          if (e) {
+            conns[index].consumers[k].live = false;
+          } else {
+            conns[index].consumers[k].confirmed = true;
+            // Only a subscription that started owes its on_ended.
+            callbacks[static_cast<std::size_t>(ended)].exactly_once = true;
+          }
+        });
+    callbacks[static_cast<std::size_t>(ended)].exactly_once = false;
+  }
+
+  void cancel(int a) {
+    Conn* c = conn();
+    if (!c || c->consumers.empty()) return;
+    auto& k = c->consumers[static_cast<std::size_t>(a) % c->consumers.size()];
+    c->c->cancel(k.channel, k.tag, [this, id = reg(c->scope, "cancel " + k.tag)](const Error*, const wire::Method*) { hit(id); });
+  }
+
+  void ack(int a) {
+    Conn* c = conn();
+    if (!c || c->unacked.empty()) return;
+    const std::size_t i = static_cast<std::size_t>(a) % c->unacked.size();
+    auto [ch, tag] = c->unacked[i];
+    c->unacked.erase(c->unacked.begin() + static_cast<std::ptrdiff_t>(i));
+    (void)c->c->ack(ch, tag);
+  }
+
+  void get(int a, int b) {
+    Conn* c = conn();
+    if (!c) return;
+    const auto ch = pick(c->channels, a);
+    const std::string q = "q" + std::to_string(b % 4);
+    const std::size_t index = conns.size() - 1;
+    c->c->get(ch, wire::BasicGet{q, false}, [this, index, ch, id = reg(c->scope, "get " + q)](const Error*, const engine::Message* m) {
+      hit(id);
+      if (m) conns[index].unacked.emplace_back(ch, m->delivery_tag);
+    });
+  }
+
+  void rpc_start(int a) {
+    Conn* c = conn();
+    if (!c || c->rpc) return;
+    c->rpc = client::RpcClient::start(driver, c->c, pick(c->channels, a), [this, id = reg(c->scope, "rpc start")](const Error*) { hit(id); });
+  }
+  void rpc_call(int a, int b) {
+    Conn* c = conn();
+    if (!c || !c->rpc) return;
+    const std::string text = body();
+    c->rpc->call("", a % 2 == 0 ? "rpc" : "nobody", {}, bytes_of(text), timeouts[b % 4],
+                 [this, id = reg(c->scope, "rpc call " + text)](const Error*, const engine::Message*) { hit(id); });
+  }
+
+  void close_connection() {
+    Conn* c = conn();
+    if (!c) return;
+    c->user_closed = true;
+    c->c->close([this, id = reg(c->scope, "close", true, true)](const Error*) { final_report(id); });
+  }
+
+  // ---- the Session
+  void session_start() {
+    if (session) return;
+    session_scope = new_scope("session");
+    client::SessionOptions o;
+    o.client = options();
+    o.backoff = client::Backoff{100ms, 2.0, 2000ms};
+    o.jitter_seed = 7;
+    auto url = client::parse_url("amqp://guest:guest@fake:5004,fake:5002?heartbeat=1");
+    session = client::Session::start(driver, *url, o);
+  }
+  void session_channel() {
+    if (!session || session_closed) return;
+    const std::size_t k = rchannels.size();
+    const std::string q = "s" + std::to_string(k);
+    rchannels.push_back(session->channel([this, k, q](client::RecoveringChannel& ch, Connection::Done done) {
+      ch.connection().queue_declare(ch.id(), wire::QueueDeclare{q}, [this, &ch, k, q, done](const Error* e, const wire::Method*) {
+        if (e) return done(e);
+        ch.consume(
+            wire::BasicConsume{q}, std::nullopt,
+            [this, k](const engine::Message&, client::RecoveringChannel::DeliveryRef ref) { session_unacked.emplace_back(k, ref); },
+            [done](const Error* e, const wire::Method*) { done(e); });
+      });
+    }));
+  }
+  void session_publish(int a, int b) {
+    if (!session || rchannels.empty()) return;
+    const std::size_t k = static_cast<std::size_t>(a) % rchannels.size();
+    const std::string text = body();
+    const std::string key = test::BrokerWorld::key_of(text);
+    rchannels[k]->publish(wire::BasicPublish{"", "s" + std::to_string(k)}, {}, bytes_of(text), timeouts[b % 4],
+                          settled(reg(session_scope, "session publish " + key), key));
+  }
+  void session_ack(int a) {
+    if (session_unacked.empty()) return;
+    const std::size_t i = static_cast<std::size_t>(a) % session_unacked.size();
+    auto [k, ref] = session_unacked[i];
+    session_unacked.erase(session_unacked.begin() + static_cast<std::ptrdiff_t>(i));
+    (void)rchannels[k]->ack(ref);
+  }
+  void session_close() {
+    if (!session || session_closed) return;
+    session_closed = true;
+    session->close([this, id = reg(session_scope, "session close", true, true)](const Error*) { final_report(id); });
+  }
+
+  // ---- the Pool
+  void pool_borrow() {
+    if (!pool) {
+      pool_scope = new_scope("pool");
+      auto url = client::parse_url("amqp://guest:guest@fake:5003?heartbeat=1");
+      client::PoolOptions o;
+      o.size = 2;
+      o.client = options();
+      pool = client::Pool::create(driver, *url, o);
+    }
+    pool->borrow([this, id = reg(pool_scope, "borrow")](const Error*, client::Lease lease) {
+      hit(id);
+      if (lease && !pool_closed) leases.push_back(std::move(lease));  // once closing, handed straight back
+    });
+  }
+  void pool_release(int a) {
+    if (leases.empty()) return;
+    leases.erase(leases.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(a) % leases.size()));
+  }
+  void pool_close_lease(int a) {
+    if (leases.empty()) return;
+    auto& l = leases[static_cast<std::size_t>(a) % leases.size()];
+    l->close([this, id = reg(pool_scope, "a lent connection's close", true, false)](const Error*) { hit(id); });
+  }
+  void pool_close() {
+    if (!pool || pool_closed) return;
+    pool_closed = true;
+    pool->close([this, id = reg(pool_scope, "pool close", true, true)](const Error*) { final_report(id); });
+  }
+
+  // ---- faults
+  void fault(const Cmd& cmd) {
+    const std::uint16_t port = ports_by_fault[cmd.a % 4];
+    test::FakeBroker* broker = driver.broker_on(port);
+    switch (cmd.op) {
+      case Op::cut: driver.cut(port); break;
+      case Op::stall: driver.stall(port); break;
+      case Op::hold_input: driver.hold_input(port, true); break;
+      case Op::release_input: driver.hold_input(port, false); break;
+      case Op::host_5004: {
+        using H = test::FakeDriver::Host;
+        constexpr H kinds[] = {H::refuse, H::broker, H::black_hole, H::mute};
+        driver.hosts[5004] = kinds[cmd.b % 4];
+        break;
+      }
+      case Op::other_publisher: {
+        // Somebody else publishes into one of the queues.
+        std::string q = (cmd.b % 2 == 0 ? "q" : "s") + std::to_string(cmd.b % 3);
+        if (auto it = world.queues.find(q); it != world.queues.end()) {
+          it->second.push_back(test::BrokerWorld::Message{"x" + std::to_string(++next_body), {}, {}, false});
+          world.dispatch();
+        }
+        break;
+      }
+      default:
+        if (!broker) break;
+        switch (cmd.op) {
+          case Op::broker_close_channel: {
+            auto chs = broker->open_channels();
+            if (!chs.empty())
+              broker->close_channel(chs[static_cast<std::size_t>(cmd.b) % chs.size()], cmd.b % 2 ? 406 : 404,
+                                    cmd.b % 2 ? "PRECONDITION_FAILED - inequivalent arg" : "NOT_FOUND - no queue 'gone'");
+            break;
+          }
+          case Op::broker_close_connection:
+            broker->close_connection(320, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'");
+            break;
+          case Op::blocked: broker->set_blocked(true); break;
+          case Op::unblocked: broker->set_blocked(false); break;
+          case Op::silent: broker->go_silent(); break;
+          case Op::broker_cancel: {
+            auto tags = broker->consumer_tags();
+            if (!tags.empty()) broker->cancel_consumer_tag(tags[static_cast<std::size_t>(cmd.b) % tags.size()]);
+            break;
+          }
+          case Op::hold_confirms: broker->hold_confirms(true); break;
+          case Op::release_confirms: broker->hold_confirms(false); break;
+          case Op::nack_next: broker->nack_next_publish(); break;
+          default: break;
+        }
+    }
+  }
+
+  void apply(const Cmd& c) {
+    if (off(c.op)) return;
+    switch (c.op) {
+      case Op::connect: connect(c.b); break;
+      case Op::open_channel: open_channel(); break;
+      case Op::close_channel: close_channel(c.a); break;
+      case Op::declare: declare(c.a, c.b); break;
+      case Op::publish: publish(c.a, c.b, false); break;
+      case Op::publish_large: publish(c.a, c.b, true); break;
+      case Op::publish_no_callback: publish_no_callback(c.a, c.b); break;
+      case Op::publish_null_callback: publish_null_callback(c.a, c.b); break;
+      case Op::confirm_select: confirm_select(c.a); break;
+      case Op::consume: consume(c.a, c.b, false); break;
+      case Op::consume_no_wait: consume(c.a, c.b, true); break;
+      case Op::cancel: cancel(c.a); break;
+      case Op::ack: ack(c.a); break;
+      case Op::get: get(c.a, c.b); break;
+      case Op::rpc_start: rpc_start(c.a); break;
+      case Op::rpc_call: rpc_call(c.a, c.b); break;
+      case Op::close_connection: close_connection(); break;
+      case Op::session_start: session_start(); break;
+      case Op::session_channel: session_channel(); break;
+      case Op::session_publish: session_publish(c.a, c.b); break;
+      case Op::session_ack: session_ack(c.a); break;
+      case Op::session_close: session_close(); break;
+      case Op::pool_borrow: pool_borrow(); break;
+      case Op::pool_release: pool_release(c.a); break;
+      case Op::pool_close_lease: pool_close_lease(c.a); break;
+      case Op::pool_close: pool_close(); break;
+      case Op::advance: driver.advance(advances[static_cast<std::size_t>(c.a) % 6]); break;
+      default: fault(c); break;
+    }
+    driver.run();
+  }
+
+  // ---- invariants
+  void check_always() {
+    for (const auto& [key, n] : world.received)
+      if (n > 1) violation("confirms: the broker received " + key + " " + std::to_string(n) + " times (republished)");
+    for (const auto& key : world.bounced)
+      violation("deliveries: " + key + " went back and forth between broker and client " +
+                std::to_string(test::BrokerWorld::max_deliveries) + " times (the client rejects what it was handed)");
+    throw_if_violated();
+  }
+  void throw_if_violated() {
+    if (violations.empty()) return;
+    std::string text = violations.front();
+    violations.clear();
+    throw Violation(text);
+  }
+
+  void finish() {
+    // The broker comes back: what hangs is cut, what is held is let go.
+    driver.heal();
+    driver.run();
+    for (int i = 0; i < 40; ++i) driver.advance(1000ms);
+    check_always();
+    // Deliveries to live consumers of ours all reached on_message.
+    for (auto& c : conns) {
+      if (!c.c->is_open()) continue;
+      for (auto& k : c.consumers)
+        if (k.live && k.confirmed && world.delivered[k.tag] != received_by_tag[k.tag])
+          violation("deliveries: the broker delivered " + std::to_string(world.delivered[k.tag]) + " to consumer " + k.tag +
+                    ", its on_message saw " + std::to_string(received_by_tag[k.tag]));
+    }
+    if (session && !session_closed) {
+      if (!session->healthy())
+        violation("recovery: the broker is back, the session is not healthy (state " +
+                  std::to_string(static_cast<int>(session->status().state)) + ", last cause " +
+                  (session->status().last_cause ? session->status().last_cause->to_string() : "none") + ")");
+      for (std::size_t k = 0; k < rchannels.size(); ++k)
+        if (session->healthy() && !rchannels[k]->ready())
+          violation("recovery: the session is healthy, recovering channel " + std::to_string(k) + " is not ready");
+      // Ready is what it does: a publish on each recovering channel is confirmed.
+      std::vector<std::optional<std::string>> outcomes(rchannels.size());
+      for (std::size_t k = 0; k < rchannels.size(); ++k) {
+        const std::string text = body();
+        const std::string key = test::BrokerWorld::key_of(text);
+        auto inner = settled(reg(session_scope, "session publish " + key + " (at the end)"), key);
+        rchannels[k]->publish(wire::BasicPublish{"", "s" + std::to_string(k)}, {}, bytes_of(text), 5000ms,
+                              [&outcomes, k, inner](engine::PublishOutcome o, const Error& e) {
+                                outcomes[k] = o == engine::PublishOutcome::confirmed ? "confirmed" : e.to_string();
+                                inner(o, e);
+                              });
+      }
+      for (int i = 0; i < 8; ++i) driver.advance(1000ms);
+      for (std::size_t k = 0; k < rchannels.size() && session->healthy(); ++k)
+        if (outcomes[k] != "confirmed")
+          violation("recovery: the session is healthy, a publish on recovering channel " + std::to_string(k) +
+                    (rchannels[k]->ready() ? " (ready)" : " (not ready)") + " was not confirmed: " +
+                    outcomes[k].value_or("no outcome within 8 s"));
+    }
+    throw_if_violated();
+
+    // Close everything and wait out every timeout.
+    for (auto& c : conns)
+      if (!c.user_closed) {
+        c.user_closed = true;
+        c.c->close([this, id = reg(c.scope, "close (at the end)", true, true)](const Error*) { final_report(id); });
+      }
+    session_close();
+    leases.clear();
+    if (pool) pool_close();
+    driver.run();
+    for (int i = 0; i < 120; ++i) driver.advance(1000ms);
+    check_always();
+    for (const auto& cb : callbacks)
+      if (cb.exactly_once && cb.calls != 1)
+        violation("exactly once: " + cb.what + " (" + scopes[static_cast<std::size_t>(cb.scope)].name + ") ran " +
+                  std::to_string(cb.calls) + " times, not once, by the end");
+    throw_if_violated();
+    if (driver.armed_timers() != 0)
+      violation("quiet loop: " + std::to_string(driver.armed_timers()) + " timer(s) still armed after everything closed");
+    if (driver.posted() != 0) violation("quiet loop: posted work left after everything closed");
+    if (driver.open_streams() != 0) {
+      std::string ports;
+      for (auto p : driver.open_stream_ports()) ports += " " + std::to_string(p);
+      violation("quiet loop: stream(s) still open after everything closed, to port(s)" + ports);
+    }
+    throw_if_violated();
+  }
+};
+
+Sim::Sim() : impl_(std::make_unique<Impl>(*this)) {}
+Sim::~Sim() {
+  // The client objects go before the driver whose timers and streams they hold.
+  impl_.reset();
+}
+
+void Sim::step(const Cmd& c) {
+  impl_->apply(c);
+  impl_->check_always();
+}
+
+void Sim::finish() { impl_->finish(); }
+
+void Sim::run(const std::vector<Cmd>& cmds) {
+  for (const auto& c : cmds) step(c);
+  finish();
+}
+
+}  // namespace warren::sim

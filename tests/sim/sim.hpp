@@ -1,0 +1,90 @@
+// A deterministic simulation of the client layer on the fake driver: a list of commands (user
+// actions, faults, time passing) runs against a Connection, a Session with recovering
+// channels, a Pool and an RpcClient, all talking to the model broker of
+// tests/client/fake_driver.hpp on a virtual clock. After every step and at the end the
+// invariants below are checked; a broken one is a Violation (its text says which).
+//
+//   exactly once   every callback handed in runs exactly once (at the end, after closing
+//                  everything and waiting out every timeout), and none runs after its
+//                  connection's, session's or pool's final close report
+//   confirms       no publish is reported confirmed unless the broker acked it; the broker
+//                  never receives one publish twice (nobody republishes an unknown outcome)
+//   deliveries     every message the broker handed to a live consumer of ours reached its
+//                  on_message; no message bounces between broker and client forever
+//   quiet loop     once everything is closed: no armed timer, no posted work, no open stream
+//   recovery       a Session whose broker keeps coming back ends healthy, every recovering
+//                  channel ready
+//
+// Used by sim_tests.cpp (rapidcheck generates the commands) and test_regressions.cpp (the
+// shrunk counterexamples, written out). It may not reach into client/ internals: only the
+// public API and what the fake driver shows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "client/fake_driver.hpp"
+#include "warren/client/pool.hpp"
+#include "warren/client/rpc.hpp"
+#include "warren/client/session.hpp"
+
+namespace warren::sim {
+
+enum class Op : std::uint8_t {
+  // the Connection (port by b: 5001 broker, 5006 black hole, 5007 mute)
+  connect, open_channel, close_channel, declare, publish, publish_no_callback, publish_null_callback,
+  publish_large, confirm_select, consume, consume_no_wait, cancel, ack, get, rpc_start, rpc_call, close_connection,
+  // the Session (hosts 5004 then 5002) and its recovering channels
+  session_start, session_channel, session_publish, session_ack, session_close,
+  // the Pool (5003)
+  pool_borrow, pool_release, pool_close_lease, pool_close,
+  // time
+  advance,
+  // faults (port by a: 5001, 5002, 5003, 5004)
+  cut, stall, broker_close_channel, broker_close_connection, blocked, unblocked, silent, broker_cancel,
+  hold_confirms, release_confirms, nack_next, hold_input, release_input, other_publisher, host_5004,
+};
+
+struct Cmd {
+  Op op = Op::advance;
+  int a = 0;
+  int b = 0;
+};
+
+const char* name(Op op);
+void showValue(const Cmd& c, std::ostream& os);
+std::ostream& operator<<(std::ostream& os, const Cmd& c);
+
+// A broken invariant.
+struct Violation : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Sim {
+ public:
+  Sim();
+  ~Sim();
+  Sim(const Sim&) = delete;
+  Sim& operator=(const Sim&) = delete;
+
+  // One command, then the loop drained and the invariants checked (throws Violation).
+  void step(const Cmd& c);
+  // Heals the network, checks recovery, closes everything, waits out every timeout, and
+  // checks that every callback ran exactly once and the loop is quiet (throws Violation).
+  void finish();
+  // Both, for a whole list.
+  void run(const std::vector<Cmd>& cmds);
+
+  test::FakeDriver driver;
+  test::BrokerWorld world;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace warren::sim

@@ -1,0 +1,107 @@
+// The simulation's shrunk counterexamples, one test each, replayed on the fake driver through
+// the same harness (tests/sim/sim.hpp: ports, timeouts and the model broker are set up there;
+// each Cmd is {operation, a, b}). Each says which invariant it breaks and which known bug (by
+// its number in the brief on main) or NEW finding it shows. They fail until the fixes land;
+// that is expected, and none is skipped.
+#include <gtest/gtest.h>
+
+#include "sim/sim.hpp"
+
+namespace warren::sim {
+namespace {
+
+void expect_holds(const std::vector<Cmd>& cmds) {
+  Sim sim;
+  try {
+    sim.run(cmds);
+  } catch (const Violation& v) {
+    ADD_FAILURE() << v.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "exception: " << e.what();
+  }
+}
+
+// Invariant "exactly once / nothing after the final report"; bug 5. connect to a host whose
+// TCP connect never completes (port 5006, b=1), then close(): done(nullptr) runs at once, the
+// dial goes on, and connect's on_ready(error) runs after that "final" report.
+TEST(SimRegression, close_before_the_tcp_connect_completes_still_reports_on_ready_later) {
+  expect_holds({{Op::connect, 0, 1}, {Op::close_connection, 0, 0}});
+}
+
+// Invariant "exactly once"; bug 5. connect to a host that accepts TCP and never answers the
+// handshake (port 5007, b=2), then close(): its done never runs.
+TEST(SimRegression, close_during_the_handshake_never_runs_its_done) {
+  expect_holds({{Op::connect, 0, 2}, {Op::close_connection, 0, 0}});
+}
+
+// Invariant "exactly once" (here: no exception out of the loop); bug 4. A publish with a null
+// Settled on a channel never opened fails, and the failure path calls the null callback:
+// std::bad_function_call from FakeDriver::run().
+TEST(SimRegression, publish_with_a_null_settled_callback_on_the_failure_path) {
+  expect_holds({{Op::connect, 0, 0}, {Op::publish_null_callback, 0, 0}});
+}
+
+// Invariants "deliveries" and "exactly once" (on_ended of a started subscription); bug 3.
+// A no_wait consume reports success but registers no handler: the broker's delivery never
+// reaches on_message, and on_ended never runs.
+TEST(SimRegression, a_no_wait_consume_receives_nothing_and_never_ends) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 0}, {Op::consume_no_wait, 0, 0},
+                {Op::other_publisher, 0, 0}});
+}
+
+// Invariant "exactly once"; bug 2. The broker goes silent, open_channel waits, the heartbeat
+// (1 s) latches the connection: the open_channel callback is never called.
+TEST(SimRegression, an_open_channel_in_flight_when_the_connection_dies_is_never_answered) {
+  expect_holds({{Op::connect, 0, 0}, {Op::silent, 0, 0}, {Op::open_channel, 0, 0}});
+}
+
+// Invariant "exactly once"; bug 2. The network stalls, the application closes a channel and
+// waits for close-ok, the heartbeat latches the connection: close_channel's done never runs.
+TEST(SimRegression, a_close_channel_awaiting_close_ok_when_the_connection_dies_is_never_answered) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::stall, 0, 0}, {Op::close_channel, 0, 0}});
+}
+
+// Invariant "recovery"; bug 10. The Session's URL lists 5004 then 5002; 5004 accepts TCP and
+// never finishes the handshake (b=3: mute). Every attempt times out on 5004 and retries it;
+// the dial never moves on to 5002, where a broker is up: the session never becomes healthy.
+TEST(SimRegression, a_host_that_hangs_in_the_handshake_keeps_the_session_from_the_next_host) {
+  expect_holds({{Op::host_5004, 0, 3}, {Op::session_start, 0, 0}});
+}
+
+// Invariant "recovery"; bug 9. The broker closes a recovering channel (404, channel.close):
+// the session stays healthy, the channel still says ready(), and its publishes fail with
+// "channel 1 is not open" for ever: the channel is never re-opened.
+TEST(SimRegression, a_broker_channel_close_is_never_recovered) {
+  expect_holds({{Op::session_start, 0, 0}, {Op::session_channel, 0, 0}, {Op::broker_close_channel, 1, 0}});
+}
+
+// Invariant "exactly once"; NEW. The lessee closes a lent connection, and the close-ok has
+// not arrived (the stream holds its input) when the lease is released. Pool::give_back sees
+// !is_open() and drops it (client/src/pool.cpp:124), releasing the last reference: the
+// Connection is destroyed mid-close (connection.cpp:22, the destructor closes the stream and
+// reports nothing) and the lessee's close done never runs.
+TEST(SimRegression, a_lent_connection_closed_by_its_lessee_loses_the_close_done_when_returned) {
+  expect_holds({{Op::pool_borrow, 0, 0}, {Op::hold_input, 2, 0}, {Op::pool_close_lease, 0, 0}, {Op::pool_release, 0, 0}});
+}
+
+// Invariant "nothing after the final report"; NEW (two parts). RpcClient::start on a channel
+// the application already put in confirm mode fails: the engine refuses a second
+// confirm.select with precondition_failed (engine/src/engine/commands.cpp:230), where RabbitMQ
+// accepts it. Then the failed client still takes calls (rpc.cpp:35 returns without setting
+// gone_, so rpc.cpp:52 lets them through): a call is published, nobody consumes replies, and
+// its done runs on its timer after the connection's close was reported.
+TEST(SimRegression, an_rpc_client_whose_start_failed_still_takes_calls_that_outlive_the_connection) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::confirm_select, 0, 0}, {Op::rpc_start, 0, 0},
+                {Op::rpc_call, 0, 0}, {Op::close_connection, 0, 0}});
+}
+
+// Invariant "nothing after the final report": a consumer live when the application closes the
+// connection. Connection::dispatch runs close()'s done first and the subscriptions' on_ended
+// after it (client/src/connection.cpp:146-150).
+TEST(SimRegression, on_ended_of_a_live_consumer_runs_after_the_close_done) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 0}, {Op::consume, 0, 0},
+                {Op::close_connection, 0, 0}});
+}
+
+}  // namespace
+}  // namespace warren::sim
