@@ -19,8 +19,44 @@ Connection::Connection(Driver& driver, ConnectionUrl url, ClientOptions options,
   if (url_.connection_timeout) options_.connect_timeout = *url_.connection_timeout;
 }
 
+// Dropping the last reference ends the connection: its socket closes now, and every waiter
+// still registered is told from the loop (never from inside this destructor, which may run
+// inside a user's callback), so each callback still runs exactly once.
 Connection::~Connection() {
   if (stream_) stream_->close();
+  if (closed_reported_) return;
+  struct Left {
+    Done on_ready;
+    std::vector<std::function<void(const Error*, engine::ChannelId)>> opening;
+    std::vector<std::function<void(const Error*, const engine::Message*)>> gets;
+    std::vector<Answer> answers;
+    std::vector<Settled> publishes;
+    std::vector<OnEnded> ended;
+    std::vector<Done> close_waiters;
+  };
+  auto left = std::make_shared<Left>();
+  if (!ready_reported_) left->on_ready = std::move(on_ready_);
+  for (auto& [id, done] : opening_) left->opening.push_back(std::move(done));
+  for (auto& [id, done] : gets_) left->gets.push_back(std::move(done));
+  for (auto& [id, done] : answers_) left->answers.push_back(std::move(done));
+  for (auto& [key, done] : publishes_)
+    if (done) left->publishes.push_back(std::move(done));
+  for (auto& sub : consumers_)
+    if (sub.on_ended) left->ended.push_back(std::move(sub.on_ended));
+  left->close_waiters = std::move(close_waiters_);
+  const bool any = left->on_ready || !left->opening.empty() || !left->gets.empty() || !left->answers.empty() ||
+                   !left->publishes.empty() || !left->ended.empty() || !left->close_waiters.empty();
+  if (!any) return;
+  driver_.post([left] {
+    const Error e = make_error(errc::connection_closed, "the connection was destroyed before it answered");
+    for (auto& done : left->opening) done(&e, 0);
+    for (auto& done : left->gets) done(&e, nullptr);
+    for (auto& done : left->answers) done(&e, nullptr);
+    for (auto& done : left->publishes) done(engine::PublishOutcome::failed, e);
+    for (auto& fn : left->ended) fn(&e);
+    if (left->on_ready) left->on_ready(&e);
+    for (auto& done : left->close_waiters) done(nullptr);  // closed it is
+  });
 }
 
 void Connection::later(std::function<void()> fn) {

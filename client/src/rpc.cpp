@@ -32,7 +32,10 @@ std::shared_ptr<RpcClient> RpcClient::start(Driver& driver, std::shared_ptr<Conn
   self->connection_->confirm_select(channel, [weak, shared_ready](const Error* e, const wire::Method*) {
     auto s = weak.lock();
     if (!s) return;
-    if (e) return (*shared_ready)(e);
+    if (e) {
+      s->gone_ = *e;  // later calls fail at once: there is no reply consumer
+      return (*shared_ready)(e);
+    }
     // no_ack is what direct reply-to requires: the broker refuses an acking consumer.
     s->connection_->consume(
         s->channel_, wire::BasicConsume{direct_reply_to, "", false, true}, std::nullopt,
@@ -42,7 +45,10 @@ std::shared_ptr<RpcClient> RpcClient::start(Driver& driver, std::shared_ptr<Conn
         [weak](const Error* cause) {
           if (auto s = weak.lock()) s->on_ended(cause);
         },
-        [shared_ready](const Error* e, const wire::Method*) { (*shared_ready)(e); });
+        [weak, shared_ready](const Error* e, const wire::Method*) {
+          if (auto s = weak.lock(); s && e && !s->gone_) s->gone_ = *e;
+          (*shared_ready)(e);
+        });
   });
   return self;
 }

@@ -227,10 +227,11 @@ Result<RequestId> Connection::confirm_select(ChannelId channel, Instant now) {
   s.now_ = now;
   auto ch = s.usable_channel(channel);
   if (!ch.ok()) return std::move(ch).error();
-  if ((*ch)->confirm_mode) return make_error(errc::precondition_failed, "channel " + std::to_string(channel) + " is already in confirm mode");
+  const bool again = (*ch)->confirm_mode;
   auto r = s.request<wire::ConfirmSelect, wire::ConfirmSelectOk>(channel, wire::ConfirmSelect{false}, false);
   // Numbering starts with the select itself: a publish queued before select-ok is number 1.
-  if (r.ok()) {
+  // RabbitMQ answers a second select with select-ok and keeps counting, and so does this.
+  if (r.ok() && !again) {
     (*ch)->confirm_mode = true;
     (*ch)->next_seq = 1;
   }
