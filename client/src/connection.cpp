@@ -17,6 +17,7 @@ Connection::Connection(Driver& driver, ConnectionUrl url, ClientOptions options,
     : driver_(driver), url_(std::move(url)), options_(std::move(options)), on_ready_(std::move(on_ready)) {
   options_.engine = url_.apply(std::move(options_.engine));
   if (url_.connection_timeout) options_.connect_timeout = *url_.connection_timeout;
+  if (!options_.connect_timeout) options_.connect_timeout = options_.engine.request_timeout;
 }
 
 // Dropping the last reference ends the connection: its socket closes now, and every waiter
@@ -83,7 +84,7 @@ void Connection::dial_next() {
     t.client_key_pem = options_.client_key_pem;
     tls = std::move(t);
   }
-  stream_ = driver_.dial(url_.endpoints[endpoint_index_], options_.connect_timeout, std::move(tls), *this);
+  stream_ = driver_.dial(url_.endpoints[endpoint_index_], *options_.connect_timeout, std::move(tls), *this);
 }
 
 void Connection::on_connected() {

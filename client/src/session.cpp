@@ -14,6 +14,14 @@ bool permanent(const Error& e) {
          e.code == make_error_code(errc::tls_config) || e.code == make_error_code(errc::invalid_argument);
 }
 
+// A channel's failure that another attempt cannot fix by itself: no permission (403), or a
+// declaration that contradicts what the broker has (406). Someone may still fix it (an
+// operator deletes the queue), so the channel keeps retrying, but publishes stop waiting.
+bool permanent_for_channel(const Error& e) {
+  if (e.reply_code == 403 || e.reply_code == 406) return true;
+  return e.code == make_error_code(errc::access_refused) || e.code == make_error_code(errc::precondition_failed);
+}
+
 }  // namespace
 
 engine::Duration Backoff::ceiling(unsigned attempt) const {
@@ -260,7 +268,7 @@ void RecoveringChannel::failed(const Error& cause) {
     connection_->close_channel(channel_, [](const Error*, const wire::Method*) {});
     channel_ = 0;
   }
-  if (permanent(cause)) {
+  if (permanent_for_channel(cause)) {
     permanent_ = cause;
     fail_waiting(cause);  // waiting will not change the answer
   }

@@ -668,12 +668,14 @@ class FakeDriver final : public client::Driver {
   // it names a world).
   std::map<std::uint16_t, FakeBroker::Config> broker_configs;
   int dials = 0;
+  std::vector<std::uint16_t> dialled;  // every dial's port, in order
 
   engine::Instant now() override { return now_; }
 
   std::unique_ptr<client::Stream> dial(const client::Endpoint& endpoint, engine::Duration timeout,
                                        std::optional<tls::TlsOptions>, client::StreamEvents& events) override {
     ++dials;
+    dialled.push_back(endpoint.port);
     auto it = hosts.find(endpoint.port);
     const Host host = it == hosts.end() ? Host::refuse : it->second;
     auto stream = std::make_unique<FakeStream>(*this, events, endpoint);

@@ -155,5 +155,19 @@ TEST_F(ConnectionTest, a_refused_login_ends_the_dial_at_once) {
   EXPECT_EQ(driver.dials, 1);
 }
 
+// Finding 11: the connect timeout defaults to the method timeout, so one setting bounds
+// every wait.
+TEST_F(ConnectionTest, the_connect_timeout_defaults_to_the_method_timeout) {
+  driver.hosts[5001] = FakeDriver::Host::black_hole;
+  client::ClientOptions options;
+  options.engine.request_timeout = 3000ms;
+  auto c = dial("amqp://guest:guest@fake:5001", options);
+  driver.advance(2999ms);
+  EXPECT_EQ(ready.count, 0);
+  driver.advance(1ms);
+  EXPECT_EQ(ready.count, 1);
+  EXPECT_EQ(ready.last, "timed out: connect fake:5001: no connection within 3000 ms");
+}
+
 }  // namespace
 }  // namespace warren::test

@@ -9,6 +9,7 @@
 
 #include "client/fake_driver.hpp"
 #include "warren/client/session.hpp"
+#include "warren/engine/describe.hpp"
 
 namespace warren::test {
 namespace {
@@ -256,6 +257,152 @@ TEST_F(SessionTest, close_fails_what_waits_and_stops_retrying) {
   driver.advance(std::chrono::minutes(5));
   EXPECT_EQ(driver.dials, dials);
   EXPECT_EQ(session->status().state, Session::State::closed);
+}
+
+// ---- finding 9: a channel fails and recovers on its own while the connection lives
+
+class ChannelRecoveryTest : public SessionTest {
+ protected:
+  BrokerWorld world;
+  std::vector<client::RecoveringChannel::Status> channel_statuses;
+  ChannelRecoveryTest() {
+    driver.hosts[5001] = FakeDriver::Host::broker;
+    driver.broker_configs[5001] = FakeBroker::Config{.world = &world};
+  }
+  std::shared_ptr<client::RecoveringChannel> channel(client::Session& s, client::RecoveringChannel::Setup setup) {
+    auto ch = s.channel(std::move(setup));
+    ch->on_status = [this](const client::RecoveringChannel::Status& st) { channel_statuses.push_back(st); };
+    driver.run();
+    return ch;
+  }
+  static client::RecoveringChannel::Setup plain() {
+    return [](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); };
+  }
+};
+
+TEST_F(ChannelRecoveryTest, a_channel_the_broker_closes_is_opened_and_set_up_again) {
+  auto session = start();
+  int setups = 0;
+  auto ch = channel(*session, [&](client::RecoveringChannel&, client::Connection::Done done) {
+    ++setups;
+    done(nullptr);
+  });
+  ASSERT_TRUE(ch->ready());
+  ASSERT_TRUE(session->healthy());
+  driver.broker_on(5001)->close_channel(ch->id(), 404, "NOT_FOUND - no exchange 'gone' in vhost '/'");
+  driver.run();
+  EXPECT_FALSE(ch->ready());
+  EXPECT_FALSE(session->healthy());  // the connection is fine; the channel is not
+  ASSERT_EQ(ch->status().state, client::RecoveringChannel::State::retrying);
+  EXPECT_EQ(ch->status().attempt, 1u);
+  EXPECT_EQ(ch->status().last_cause->reply_code, 404);
+  driver.advance(ch->status().delay);
+  EXPECT_TRUE(ch->ready());
+  EXPECT_TRUE(session->healthy());
+  EXPECT_EQ(setups, 2);
+  EXPECT_EQ(driver.dials, 1);  // the same connection
+}
+
+TEST_F(ChannelRecoveryTest, a_setup_that_fails_is_retried_with_backoff_and_its_publishes_wait) {
+  auto session = start();
+  int setups = 0;
+  auto ch = channel(*session, [&](client::RecoveringChannel&, client::Connection::Done done) {
+    if (++setups < 3) {
+      Error e = make_error(errc::not_found, "NOT_FOUND - no exchange 'upstream' in vhost '/'");
+      e.reply_code = 404;
+      return done(&e);
+    }
+    done(nullptr);
+  });
+  EXPECT_FALSE(ch->ready());
+  std::optional<std::string> outcome;
+  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("k1:waits"), 60s,
+              [&](engine::PublishOutcome o, const Error&) { outcome = std::string(engine::to_string(o)); });
+  for (unsigned attempt = 1; attempt <= 2; ++attempt) {
+    ASSERT_EQ(ch->status().state, client::RecoveringChannel::State::retrying);
+    EXPECT_EQ(ch->status().attempt, attempt);
+    EXPECT_LE(ch->status().delay, options.backoff.ceiling(attempt));
+    EXPECT_FALSE(outcome.has_value());  // a 404 may be fixed by someone else: it waits
+    driver.advance(ch->status().delay);
+  }
+  EXPECT_TRUE(ch->ready());
+  EXPECT_EQ(setups, 3);
+  EXPECT_EQ(outcome.value_or("<none>"), "confirmed");
+}
+
+TEST_F(ChannelRecoveryTest, a_cause_no_retry_fixes_fails_waiting_publishes_at_once_with_it) {
+  auto session = start();
+  auto ch = session->channel([&](client::RecoveringChannel&, client::Connection::Done done) {
+    Error e = make_error(errc::precondition_failed, "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q'");
+    e.reply_code = 406;
+    done(&e);
+  });
+  std::optional<std::string> waiting, later;
+  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("k1:x"), 60s,
+              [&](engine::PublishOutcome o, const Error& e) { waiting = std::string(engine::to_string(o)) + " " + e.to_string(); });
+  driver.run();  // the channel opens, its setup fails with 406
+  EXPECT_EQ(waiting.value_or("<none>"),
+            "failed precondition failed (406): PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q'");
+  ASSERT_FALSE(ch->ready());
+  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("k1:x"), 60s,
+              [&](engine::PublishOutcome o, const Error& e) { later = std::string(engine::to_string(o)) + " " + e.to_string(); });
+  driver.run();
+  EXPECT_EQ(later.value_or("<none>"),
+            "failed precondition failed (406): PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q'");
+  // It still retries (an operator may fix the queue), and says why it is not ready.
+  EXPECT_EQ(ch->status().state, client::RecoveringChannel::State::retrying);
+}
+
+TEST_F(SessionTest, refused_credentials_on_a_reconnect_fail_every_waiting_publish_at_once) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  driver.run();
+  ASSERT_TRUE(ch->ready());
+  driver.hosts[5001] = FakeDriver::Host::refuse_login;  // the password was changed
+  driver.reset_all();
+  std::optional<std::string> outcome;
+  const auto sent_at = driver.now();
+  engine::Instant settled_at{};
+  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("x"), 60s, [&](engine::PublishOutcome o, const Error& e) {
+    outcome = std::string(engine::to_string(o)) + " " + std::to_string(e.reply_code);
+    settled_at = driver.now();
+  });
+  wait_retry();
+  ASSERT_EQ(statuses.back().state, Session::State::closed);
+  EXPECT_EQ(outcome.value_or("<none>"), "failed 403");
+  EXPECT_LT(settled_at - sent_at, 60s);
+}
+
+// Finding 10: every attempt started from the first host of the URL.
+TEST_F(SessionTest, each_attempt_starts_at_the_next_host) {
+  auto url = client::parse_url("amqp://guest:guest@fake:5002,fake:5003");
+  ASSERT_TRUE(url.ok());
+  auto session = Session::start(driver, *url, options);
+  session->on_status = [this](const Session::Status& st) { statuses.push_back(st); };
+  driver.run();
+  wait_retry();
+  wait_retry();
+  EXPECT_EQ(driver.dialled, (std::vector<std::uint16_t>{5002, 5003, 5003, 5002, 5002, 5003}));
+}
+
+// Finding 11: a Session publish's timeout bounds the confirm too, not only the wait for a
+// connection (the engine's own deadline is the connection-wide 10 s).
+TEST_F(SessionTest, a_publish_timeout_bounds_the_broker_s_answer_too) {
+  driver.hosts[5001] = FakeDriver::Host::broker_holding_confirms;
+  auto session = start();
+  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  driver.run();
+  ASSERT_TRUE(ch->ready());
+  std::optional<std::string> outcome;
+  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("x"), 2s, [&](engine::PublishOutcome o, const Error& e) {
+    outcome = std::string(engine::to_string(o)) + ": " + e.detail;
+  });
+  driver.advance(1999ms);
+  EXPECT_FALSE(outcome.has_value());
+  driver.advance(1ms);
+  EXPECT_EQ(outcome.value_or("<none>"), "timed_out: no outcome before the publish's deadline; the broker may or may not have it");
+  driver.advance(20s);  // the engine's own timeout later is not a second report
 }
 
 }  // namespace

@@ -21,7 +21,9 @@ namespace warren::client {
 
 struct ClientOptions {
   engine::ConnectionOptions engine;  // user, password, vhost and the URL's parameters override
-  engine::Duration connect_timeout{10000};  // the whole dial of one host; the URL's connection_timeout wins
+  // The whole dial of one host (resolve, TCP, TLS). Unset: the method timeout
+  // (engine.request_timeout), so one setting bounds every wait. The URL's connection_timeout wins.
+  std::optional<engine::Duration> connect_timeout;
   std::string ca_pem;           // amqps: trusted CAs (PEM text); empty: the system store
   std::string client_cert_pem;  // amqps: for EXTERNAL
   std::string client_key_pem;
