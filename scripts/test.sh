@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test warren has, from a fresh Debian 12 machine: install what is missing; build with
-# warnings as errors; run the codec and engine suites again under AddressSanitizer and UBSan;
+# warnings as errors; run the codec, engine and client suites again under AddressSanitizer and
+# UBSan, and the client suites and a cross-thread test under ThreadSanitizer;
 # build the libFuzzer targets with clang-14 and run each for a bounded number of inputs; start
 # a throwaway RabbitMQ on loopback for the suites that need a broker, and stop it even when a
 # test fails. Ends with one line: "N passed, N failed".
@@ -64,13 +65,25 @@ if [[ ! -f build-asan/build.ninja ]]; then
 fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 ninja -C build-asan tests/unit-tests tests/property-tests tests/engine-tests tests/client-tests tests/tls-tests \
-  tests/cli-values-tests || { echo "0 passed, 1 failed"; exit 1; }
+  tests/cli-values-tests tests/sim-tests tests/sim-regressions || { echo "0 passed, 1 failed"; exit 1; }
 step "asan: unit" build-asan/tests/unit-tests --gtest_brief=1
 step "asan: property" build-asan/tests/property-tests --gtest_brief=1
 step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1
 step "asan: client" build-asan/tests/client-tests --gtest_brief=1
 step "asan: tls" build-asan/tests/tls-tests --gtest_brief=1
 step "asan: cli values" build-asan/tests/cli-values-tests --gtest_brief=1
+step "asan: simulation" env RC_PARAMS=max_success=200 build-asan/tests/sim-tests --gtest_brief=1
+step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_brief=1
+
+# 2b. ThreadSanitizer: the client suites on the fake driver, and (once the broker is up) the
+# cross-thread test, in a build of their own.
+if [[ ! -f build-tsan/build.ninja ]]; then
+  meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbench=false -Dbuildtype=debug >/dev/null || exit 1
+fi
+ninja -C build-tsan tests/client-tests tests/sim-tests tests/cross-thread-tests || { echo "0 passed, 1 failed"; exit 1; }
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+step "tsan: client" build-tsan/tests/client-tests --gtest_brief=1
+step "tsan: simulation" env RC_PARAMS=max_success=100 build-tsan/tests/sim-tests --gtest_brief=1
 
 # 3. libFuzzer targets, a bounded run each over the seed corpus.
 if [[ ! -f build-fuzz/build.ninja ]]; then
@@ -137,6 +150,8 @@ else
   echo "test.sh: the three-node cluster did not start; its test will fail" >&2
 fi
 meson_suites build-ci codec property pika engine client tls broker faults cluster
+step "tsan: a publisher thread posting into the loop" env WARREN_CROSS_THREAD_COUNT=20000 \
+  build-tsan/tests/cross-thread-tests --gtest_brief=1
 # The cluster and the faults node are not needed past here: give their CPU back.
 scripts/cluster-stop.sh "$cluster_dir" --purge
 scripts/broker-stop.sh "$fault_dir" --purge

@@ -1,4 +1,5 @@
-// The libuv driver: TCP (TCP_NODELAY, 64 KiB reads, one gathered write at a time), name
+// The libuv driver: TCP on a socket of its own (TCP_NODELAY, 64 KiB reads, one gathered
+// write at a time, sendmsg with MSG_NOSIGNAL so no write raises SIGPIPE), name
 // resolution and a connect timeout over the whole dial, TLS through the shared TlsSession,
 // timers that do not keep the loop alive, and post() from any thread. It moves bytes and
 // owns nothing of the protocol.
