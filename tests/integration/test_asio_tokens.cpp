@@ -95,8 +95,11 @@ TEST(AsioTokens, use_future_from_another_thread) {
   AsioDriver driver(io);
   auto guard = asio::make_work_guard(io);
   std::thread loop([&] { io.run(); });
-  // The connection belongs to the loop thread; this thread hands work in with post().
-  auto conn = asio_driver::async_connect(driver, url(), {}, asio::use_future).get();
+  // The connection belongs to the loop thread; this thread hands work in with post(), the
+  // connect included (dialled from here, the stream could report before dial() returned).
+  std::promise<std::future<std::shared_ptr<client::Connection>>> connecting;
+  driver.post([&] { connecting.set_value(asio_driver::async_connect(driver, url(), {}, asio::use_future)); });
+  auto conn = connecting.get_future().get().get();
   ASSERT_NE(conn, nullptr);
   std::promise<std::future<engine::ChannelId>> opening;
   driver.post([&] { opening.set_value(asio_driver::async_open_channel(*conn, asio::use_future)); });
