@@ -80,10 +80,12 @@ step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_bri
 if [[ ! -f build-tsan/build.ninja ]]; then
   meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbench=false -Dbuildtype=debug >/dev/null || exit 1
 fi
-ninja -C build-tsan tests/client-tests tests/sim-tests tests/cross-thread-tests || { echo "0 passed, 1 failed"; exit 1; }
+ninja -C build-tsan tests/client-tests tests/sim-tests tests/cross-thread-tests tests/driver-tests ||
+  { echo "0 passed, 1 failed"; exit 1; }
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 step "tsan: client" build-tsan/tests/client-tests --gtest_brief=1
 step "tsan: simulation" env RC_PARAMS=max_success=100 build-tsan/tests/sim-tests --gtest_brief=1
+step "tsan: posting into an idle libuv loop" build-tsan/tests/driver-tests --gtest_filter='UvPost.*' --gtest_brief=1
 
 # 3. libFuzzer targets, a bounded run each over the seed corpus.
 if [[ ! -f build-fuzz/build.ninja ]]; then

@@ -431,7 +431,17 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
 
 void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
                          std::span<const std::byte> body, Settled done) {
-  auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now())
+  publish(channel, m, properties, body, std::move(done), engine::PublishOptions{});
+}
+
+Result<void> Connection::set_channel_timeout(ChannelId channel, engine::Duration timeout) {
+  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  return engine_->set_channel_timeout(channel, timeout);
+}
+
+void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
+                         std::span<const std::byte> body, Settled done, const engine::PublishOptions& options) {
+  auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
                    : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
   if (!r.ok()) {
     if (done) later([done = std::move(done), e = r.error()] { done(engine::PublishOutcome::failed, e); });

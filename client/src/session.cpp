@@ -120,8 +120,12 @@ void RecoveringChannel::publish(const wire::BasicPublish& m, const wire::BasicPr
 
 void RecoveringChannel::send(std::unique_ptr<Waiting> w) {
   w->tracked->sent = true;
+  // The engine's deadline is the rest of this publish's own, not the connection's default.
+  const auto left = std::max(engine::Duration{1}, std::chrono::duration_cast<engine::Duration>(
+                                                      w->deadline - session_.driver().now()));
   connection_->publish(channel_, wire::BasicPublish{w->exchange, w->routing_key, w->mandatory}, w->properties,
-                       std::as_bytes(std::span{w->body.data(), w->body.size()}), std::move(w->done));
+                       std::as_bytes(std::span{w->body.data(), w->body.size()}), std::move(w->done),
+                       engine::PublishOptions{.timeout = left});
 }
 
 void RecoveringChannel::rearm() {

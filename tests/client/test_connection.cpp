@@ -169,5 +169,32 @@ TEST_F(ConnectionTest, the_connect_timeout_defaults_to_the_method_timeout) {
   EXPECT_EQ(ready.last, "timed out: connect fake:5001: no connection within 3000 ms");
 }
 
+// Finding 11: a channel's timeout, and a publish's own, in place of the connection's.
+TEST_F(ConnectionTest, a_publish_times_out_at_its_own_or_its_channels_deadline) {
+  driver.hosts[5001] = FakeDriver::Host::broker_holding_confirms;
+  auto c = dial("amqp://guest:guest@fake:5001");
+  driver.run();
+  ASSERT_EQ(ready.last, "ok");
+  auto ch = channel(*c);
+  c->confirm_select(ch, {});
+  driver.run();
+  ASSERT_TRUE(c->set_channel_timeout(ch, 3s).ok());
+  std::vector<std::string> outcomes;
+  const std::string body = "x";
+  auto record = [&](std::string name) {
+    return [&outcomes, name](engine::PublishOutcome o, const Error& e) {
+      outcomes.push_back(name + " " + (o == engine::PublishOutcome::timed_out ? "timed out: " + e.detail : "other"));
+    };
+  };
+  c->publish(ch, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), record("channel's"));
+  c->publish(ch, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), record("own"),
+             engine::PublishOptions{.timeout = 1s});
+  driver.advance(1s);
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"own timed out: no confirm within 1000 ms; the broker may or may not have the message"}));
+  driver.advance(2s);
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes[1], "channel's timed out: no confirm within 3000 ms; the broker may or may not have the message");
+}
+
 }  // namespace
 }  // namespace warren::test

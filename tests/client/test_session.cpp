@@ -401,7 +401,7 @@ TEST_F(SessionTest, a_publish_timeout_bounds_the_broker_s_answer_too) {
   driver.advance(1999ms);
   EXPECT_FALSE(outcome.has_value());
   driver.advance(1ms);
-  EXPECT_EQ(outcome.value_or("<none>"), "timed_out: no outcome before the publish's deadline; the broker may or may not have it");
+  EXPECT_EQ(outcome.value_or("<none>"), "timed_out: no confirm within 2000 ms; the broker may or may not have the message");
   driver.advance(20s);  // the engine's own timeout later is not a second report
 }
 

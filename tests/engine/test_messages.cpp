@@ -393,5 +393,85 @@ TEST(Subscriptions, a_broker_cancel_ends_the_subscription) {
   });
 }
 
+// ---- finding 11: a publish's deadline is its own, or its channel's, not only the connection's
+
+TEST(Deadlines, a_channel_timeout_bounds_its_requests_and_publishes) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    b.open_channel();
+    ASSERT_TRUE(b.conn.set_channel_timeout(1, 2s).ok());
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("x"), b.now);
+    ASSERT_TRUE(p.ok());
+    b.advance(1999ms);
+    b.expect_no_event();  // channel 2's timeout is still the connection's
+    b.advance(1ms);
+    b.expect_event("publish(ch1 p" + id(*p) +
+                   " timed_out, timed out: no confirm within 2000 ms; the broker may or may not have the message)");
+    auto q = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
+    ASSERT_TRUE(q.ok());
+    b.advance(1999ms);
+    b.expect_no_event();
+    b.advance(1ms);
+    b.expect_event("failed(ch1 #" + std::to_string(*q) + ", timed out: queue.declare on channel 1 had no answer within 2000 ms)");
+  });
+}
+
+// A shorter deadline behind a longer one is not late, and the range that later confirms the
+// longer one does not name the one that timed out.
+TEST(Deadlines, a_short_publish_timeout_behind_a_long_one_fires_on_time) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto p1 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("a"), b.now);
+    auto p2 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("b"), b.now, engine::PublishOptions{.timeout = 1s});
+    auto p3 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("c"), b.now);
+    ASSERT_TRUE(p1.ok() && p2.ok() && p3.ok());
+    b.advance(1s);
+    b.expect_event("publish(ch1 p" + id(*p2) +
+                   " timed_out, timed out: no confirm within 1000 ms; the broker may or may not have the message)");
+    b.send(1, BasicAck{3, true});
+    b.expect_event("publish(ch1 p" + id(*p1) + " confirmed)");
+    b.expect_event("publish(ch1 p" + id(*p3) + " confirmed)");
+    b.expect_no_event();
+  });
+}
+
+TEST(Deadlines, a_short_timeout_while_blocked_or_unwritten_fires_on_time) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    b.hold_output = true;  // nothing is written yet
+    auto slow = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("a"), b.now);
+    auto quick = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("b"), b.now, engine::PublishOptions{.timeout = 1s});
+    ASSERT_TRUE(slow.ok() && quick.ok());
+    b.advance(1s);
+    b.expect_event("publish(ch1 p" + id(*quick) + " timed_out, timed out: not written within 1000 ms)");
+    b.flush();
+    b.expect_event("publish(ch1 p" + id(*slow) + " written)");
+    b.expect_no_event();
+    // Blocked: the same for publishes waiting on connection.unblocked.
+    b.send(0, ConnectionBlocked{"disk"});
+    b.next_event();
+    auto waits = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("c"), b.now);
+    auto gives_up = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("d"), b.now, engine::PublishOptions{.timeout = 1s});
+    ASSERT_TRUE(waits.ok() && gives_up.ok());
+    b.advance(1s);
+    b.expect_event("publish(ch1 p" + id(*gives_up) +
+                   " timed_out, timed out: the connection stayed blocked for 1000 ms; the message was not sent)");
+    b.send(0, ConnectionUnblocked{});
+    b.expect_event("unblocked");
+    b.flush();
+    b.expect_event("publish(ch1 p" + id(*waits) + " written)");
+    b.expect_no_event();
+  });
+}
+
 }  // namespace
 }  // namespace warren::test

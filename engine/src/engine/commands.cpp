@@ -24,7 +24,7 @@ Result<RequestId> Connection::Impl::request(ChannelId channel, const M& m, bool 
   if (!ch.ok()) return std::move(ch).error();
   const RequestId id = no_wait ? 0 : ++next_request_;
   if (!no_wait) {
-    (*ch)->pending.push_back(PendingRequest{id, M::id, Answer::id, {}, expiry(options_.request_timeout), kind,
+    (*ch)->pending.push_back(PendingRequest{id, M::id, Answer::id, {}, expiry(timeout_of(**ch)), kind,
                                             std::move(consumer_tag), no_ack});
   }
   if (auto w = wire::write_method(output_, channel, m, frame_max_); !w.ok()) {
@@ -45,11 +45,14 @@ std::uint64_t detail::route_key_of(std::string_view exchange, std::string_view r
   return h | 1;  // never 0, which means "not mandatory"
 }
 
-void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline, std::uint64_t route_key) {
+void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline, Duration timeout,
+                                     std::uint64_t route_key) {
   if (ch.confirm_mode) {
-    ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, route_key, false});
+    ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, route_key, false, timeout});
+    ch.unconfirmed_due.lower(deadline);
   } else {
-    unwritten_.push_back(Unwritten{id, ch.id, written_total_ + output_.size_bytes(), deadline});
+    unwritten_.push_back(Unwritten{id, ch.id, written_total_ + output_.size_bytes(), deadline, false, timeout});
+    unwritten_due_.lower(deadline);
   }
 }
 
@@ -63,8 +66,9 @@ void Connection::Impl::release_waiting() {
     if (!ch || std::holds_alternative<Channel::Closing>(ch->state)) continue;  // failed when it closed
     output_.append(w.frames);
     note_sent();
-    track_publish(*ch, w.id, w.deadline, w.route_key);
+    track_publish(*ch, w.id, w.deadline, w.timeout, w.route_key);
   }
+  if (waiting_.empty()) waiting_due_.at.reset();
 }
 
 // ---- public verbs
@@ -241,6 +245,20 @@ Result<RequestId> Connection::confirm_select(ChannelId channel, Instant now) {
 Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
                                       const wire::BasicProperties& properties, std::span<const std::byte> body,
                                       Instant now) {
+  return publish(channel, m, properties, body, now, PublishOptions{});
+}
+
+Result<void> Connection::set_channel_timeout(ChannelId channel, Duration timeout) {
+  auto ch = impl_->usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  if (timeout <= Duration::zero()) return make_error(errc::invalid_argument, "a channel timeout must be positive");
+  (*ch)->timeout = timeout;
+  return {};
+}
+
+Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
+                                      const wire::BasicProperties& properties, std::span<const std::byte> body,
+                                      Instant now, const PublishOptions& options) {
   auto& s = *impl_;
   s.now_ = now;
   auto ch = s.usable_channel(channel);
@@ -248,7 +266,10 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
   if (body.size() > s.options_.max_body_bytes)
     return make_error(errc::frame_too_large, "message body of " + std::to_string(body.size()) +
                                                  " bytes exceeds max_body_bytes " + std::to_string(s.options_.max_body_bytes));
-  const Instant deadline = s.expiry(s.options_.request_timeout);
+  if (options.timeout && *options.timeout <= Duration::zero())
+    return make_error(errc::invalid_argument, "a publish timeout must be positive");
+  const Duration timeout = options.timeout.value_or(s.timeout_of(**ch));
+  const Instant deadline = s.expiry(timeout);
   const std::uint64_t route_key =
       (m.mandatory && (*ch)->confirm_mode) ? route_key_of(m.exchange, m.routing_key, body.size()) : 0;
   if (s.blocked_ || !s.waiting_.empty()) {
@@ -264,7 +285,8 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
     const PublishId id = ++s.next_publish_;
     auto frames = scratch.to_vector();
     s.waiting_bytes_ += frames.size();
-    s.waiting_.push_back(Waiting{id, channel, std::move(frames), deadline, route_key});
+    s.waiting_.push_back(Waiting{id, channel, std::move(frames), deadline, route_key, timeout});
+    s.waiting_due_.lower(deadline);
     if (s.congested()) s.was_congested_ = true;
     return id;
   }
@@ -272,7 +294,7 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
     return std::move(w).error();
   s.note_sent();
   const PublishId id = ++s.next_publish_;
-  s.track_publish(**ch, id, deadline, route_key);
+  s.track_publish(**ch, id, deadline, timeout, route_key);
   if (s.congested()) s.was_congested_ = true;
   return id;
 }

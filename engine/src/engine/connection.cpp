@@ -89,12 +89,14 @@ void Connection::Impl::consume_output(std::size_t n) {
   // One event per run of the same channel's publishes, not one per publish.
   while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_) {
     auto u = unwritten_.pop_front();
+    if (u.settled) continue;  // it timed out first, and was told so
     PublishId last = u.id;
     while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_ &&
-           unwritten_.front().channel == u.channel)
+           unwritten_.front().channel == u.channel && !unwritten_.front().settled)
       last = unwritten_.pop_front().id;
     emit(PublishDone{u.channel, u.id, last, PublishOutcome::written, {}});
   }
+  if (unwritten_.empty()) unwritten_due_.at.reset();
   if (was_congested_ && !congested()) {
     was_congested_ = false;
     emit(Writable{});
@@ -137,10 +139,10 @@ std::optional<Instant> Connection::Impl::poll_timeout() const {
     if (const auto* o = std::get_if<Channel::Opening>(&ch.state)) consider(o->deadline);
     if (const auto* c = std::get_if<Channel::Closing>(&ch.state)) consider(c->deadline);
     if (!ch.pending.empty()) consider(ch.pending.front().deadline);
-    if (!ch.unconfirmed.empty()) consider(ch.unconfirmed.front().deadline);
+    if (!ch.unconfirmed.empty() && ch.unconfirmed_due.at) consider(*ch.unconfirmed_due.at);
   }
-  if (!unwritten_.empty()) consider(unwritten_.front().deadline);
-  if (!waiting_.empty()) consider(waiting_.front().deadline);
+  if (!unwritten_.empty() && unwritten_due_.at) consider(*unwritten_due_.at);
+  if (!waiting_.empty() && waiting_due_.at) consider(*waiting_due_.at);
   return soonest;
 }
 
@@ -217,30 +219,66 @@ void Connection::Impl::handle_timeout(Instant now) {
       const auto& front = ch->pending.front();
       Error cause = make_error(errc::timeout, std::string(wire::method_name(front.request)) + " on channel " +
                                                   std::to_string(id) + " had no answer within " +
-                                                  ms_text(options_.request_timeout));
+                                                  ms_text(timeout_of(*ch)));
       begin_channel_close(*ch, cause, 0);
       emit(ChannelClosed{id, std::move(cause)});
       continue;
     }
-    while (!ch->unconfirmed.empty() && (ch->unconfirmed.front().settled || now >= ch->unconfirmed.front().deadline)) {
-      auto u = ch->unconfirmed.pop_front();
-      if (u.settled) continue;
-      emit(PublishDone{id, u.id, u.id, PublishOutcome::timed_out,
-                       make_error(errc::timeout, "no confirm within " + ms_text(options_.request_timeout) +
-                                                     "; the broker may or may not have the message")});
+    if (ch->unconfirmed_due.at && now >= *ch->unconfirmed_due.at) {
+      // A scan: with per-publish timeouts the earliest deadline need not be at the front.
+      std::optional<Instant> next;
+      for (std::size_t i = 0; i < ch->unconfirmed.size(); ++i) {
+        Unconfirmed& u = ch->unconfirmed[i];
+        if (u.settled) continue;
+        if (now < u.deadline) {
+          if (!next || u.deadline < *next) next = u.deadline;
+          continue;
+        }
+        u.settled = true;
+        emit(PublishDone{id, u.id, u.id, PublishOutcome::timed_out,
+                         make_error(errc::timeout, "no confirm within " + ms_text(u.timeout) +
+                                                       "; the broker may or may not have the message")});
+      }
+      while (!ch->unconfirmed.empty() && ch->unconfirmed.front().settled) ch->unconfirmed.pop_front();
+      ch->unconfirmed_due.at = next;
     }
   }
-  while (!unwritten_.empty() && now >= unwritten_.front().deadline) {
-    auto u = unwritten_.pop_front();
-    emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::timed_out,
-                     make_error(errc::timeout, "not written within " + ms_text(options_.request_timeout))});
+  expire_publishes(now);
+}
+
+// The connection-wide queues of publishes (unwritten, waiting on a blocked connection), when
+// the earliest deadline may have passed: each one past its deadline is told, wherever it sits.
+void Connection::Impl::expire_publishes(Instant now) {
+  if (unwritten_due_.at && now >= *unwritten_due_.at) {
+    std::optional<Instant> next;
+    for (std::size_t i = 0; i < unwritten_.size(); ++i) {
+      Unwritten& u = unwritten_[i];
+      if (u.settled) continue;
+      if (now < u.deadline) {
+        if (!next || u.deadline < *next) next = u.deadline;
+        continue;
+      }
+      u.settled = true;  // its bytes are queued: it stays until they are written
+      emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::timed_out,
+                       make_error(errc::timeout, "not written within " + ms_text(u.timeout))});
+    }
+    unwritten_due_.at = next;
   }
-  while (!waiting_.empty() && now >= waiting_.front().deadline) {
-    auto w = waiting_.pop_front();
-    waiting_bytes_ -= w.frames.size();
-    emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::timed_out,
-                     make_error(errc::timeout, "the connection stayed blocked for " + ms_text(options_.request_timeout) +
-                                                   "; the message was not sent")});
+  if (waiting_due_.at && now >= *waiting_due_.at) {
+    std::optional<Instant> next;
+    for (std::size_t n = waiting_.size(); n > 0; --n) {
+      Waiting w = waiting_.pop_front();
+      if (now < w.deadline) {
+        if (!next || w.deadline < *next) next = w.deadline;
+        waiting_.push_back(std::move(w));
+        continue;
+      }
+      waiting_bytes_ -= w.frames.size();
+      emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::timed_out,
+                       make_error(errc::timeout, "the connection stayed blocked for " + ms_text(w.timeout) +
+                                                     "; the message was not sent")});
+    }
+    waiting_due_.at = next;
   }
 }
 
@@ -273,7 +311,7 @@ void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
   waiting_bytes_ = 0;
   while (!unwritten_.empty()) {
     auto u = unwritten_.pop_front();
-    emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::failed, cause});
+    if (!u.settled) emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::failed, cause});
   }
   if (discard_output_) output_.consume(output_.size_bytes());
   emit(Closed{std::move(cause)});

@@ -43,7 +43,8 @@ class Connection::Impl {
   Result<RequestId> request(ChannelId channel, const M& m, bool no_wait,
                             detail::PendingRequest::Kind kind = detail::PendingRequest::Kind::plain,
                             std::string consumer_tag = {}, bool no_ack = false);
-  void track_publish(detail::Channel& ch, PublishId id, Instant deadline, std::uint64_t route_key);
+  void track_publish(detail::Channel& ch, PublishId id, Instant deadline, Duration timeout, std::uint64_t route_key);
+
   void release_waiting();
 
   // shared
@@ -75,6 +76,8 @@ class Connection::Impl {
   bool latched() const noexcept { return error_.has_value(); }
   Result<void> check_open() const;
   Instant expiry(Duration d) const { return now_ + d; }
+  Duration timeout_of(const detail::Channel& ch) const { return ch.timeout.value_or(options_.request_timeout); }
+  void expire_publishes(Instant now);  // every publish past its deadline, wherever it sits
 
   ConnectionOptions options_;
   Instant now_;
@@ -102,7 +105,9 @@ class Connection::Impl {
   std::vector<std::unique_ptr<detail::Channel>> channels_;  // by channel number
   std::vector<ChannelId> active_;                            // numbers in use
   detail::Ring<detail::Unwritten> unwritten_;
+  detail::DueBound unwritten_due_;
   detail::Ring<detail::Waiting> waiting_;
+  detail::DueBound waiting_due_;
   std::size_t waiting_bytes_ = 0;
   std::optional<Event> next_event_;
   bool closed_emitted_ = false;

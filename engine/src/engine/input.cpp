@@ -476,18 +476,28 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
     // Whatever this ack or nack covers is settled now; its returns are used up.
     std::erase_if(ch.pending_returns, [&](const PendingReturn& p) { return covered(p.seq); });
   }
-  // The rest as one range: every unsettled publish with a sequence number up to `upto`.
+  // The rest as ranges of every unsettled publish with a sequence number up to `upto`. A
+  // publish settled already (returned, timed out) ends a range: a range never names it again.
   std::optional<PublishId> first, last;
+  auto flush = [&] {
+    if (first) emit(PublishDone{ch.id, *first, *last, outcome, cause()});
+    first.reset();
+  };
   for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
     Unconfirmed& u = ch.unconfirmed[i];
     if (u.seq > upto) break;
-    if (u.settled || (!multiple && u.seq != upto)) continue;
+    if (!multiple && u.seq != upto) continue;
+    if (u.settled) {
+      flush();
+      continue;
+    }
     u.settled = true;
     if (!first) first = u.id;
     last = u.id;
   }
-  if (first) emit(PublishDone{ch.id, *first, *last, outcome, cause()});
+  flush();
   while (!ch.unconfirmed.empty() && ch.unconfirmed.front().settled) ch.unconfirmed.pop_front();
+  if (ch.unconfirmed.empty()) ch.unconfirmed_due.at.reset();
 }
 
 }  // namespace warren::engine

@@ -37,6 +37,7 @@ struct Unconfirmed {
   Instant deadline{};
   std::uint64_t route_key = 0;  // mandatory publishes: route_key_of(...); 0 otherwise
   bool settled = false;  // settled out of order; popped once it reaches the front
+  Duration timeout{};    // what the deadline was made of, for the error's text
 };
 
 // What a basic.return can be matched by: its exchange, routing key and body size. A return
@@ -58,6 +59,8 @@ struct Unwritten {
   ChannelId channel = 0;
   std::uint64_t end_offset = 0;  // position in the output stream after its last byte
   Instant deadline{};
+  bool settled = false;  // timed out before it was written; popped once written
+  Duration timeout{};
 };
 
 // A publish made while the connection is blocked: encoded, waiting for connection.unblocked.
@@ -67,6 +70,18 @@ struct Waiting {
   std::vector<std::byte> frames;
   Instant deadline{};
   std::uint64_t route_key = 0;
+  Duration timeout{};
+};
+
+// Deadlines in a queue are in order while every entry got the same timeout; per-channel and
+// per-publish timeouts break that. `due` is a lower bound on the queue's earliest deadline:
+// lowered by every push, made exact by a scan when it passes (a scan that may find nothing
+// due: an early wake-up, never a late one). The hot path pays one comparison.
+struct DueBound {
+  std::optional<Instant> at;
+  void lower(Instant deadline) {
+    if (!at || deadline < *at) at = deadline;
+  }
 };
 
 struct Consumer {
@@ -109,10 +124,12 @@ struct Channel {
 
   ChannelId id = 0;
   std::variant<Opening, Open, Closing> state{Opening{}};
+  std::optional<Duration> timeout;  // this channel's request and publish timeout, if set
   Ring<PendingRequest> pending;
   bool confirm_mode = false;
   std::uint64_t next_seq = 1;
   Ring<Unconfirmed> unconfirmed;
+  DueBound unconfirmed_due;
   // basic.returns matched to their publishes, waiting for the acks that settle them.
   std::vector<PendingReturn> pending_returns;
   std::uint64_t max_delivery_tag = 0;

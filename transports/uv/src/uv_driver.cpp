@@ -76,6 +76,21 @@ void UvDriver::post(std::function<void()> fn) {
   uv_async_send(async_);
 }
 
+UvDriver::KeepAlive UvDriver::keep_alive() {
+  hold(+1);
+  return KeepAlive(this);
+}
+
+void UvDriver::KeepAlive::reset() {
+  if (auto* driver = std::exchange(driver_, nullptr)) driver->post([driver] { driver->hold(-1); });
+}
+
+void UvDriver::hold(int delta) {
+  holders_ += delta;
+  if (holders_ > 0) uv_ref(reinterpret_cast<uv_handle_t*>(async_));
+  else uv_unref(reinterpret_cast<uv_handle_t*>(async_));
+}
+
 void UvDriver::on_async(uv_async_t* handle) {
   auto* self = static_cast<UvDriver*>(handle->data);
   if (!self) return;

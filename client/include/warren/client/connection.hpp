@@ -82,6 +82,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // In confirm mode `done` reports the broker's outcome; otherwise, that it was written.
   void publish(engine::ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
                std::span<const std::byte> body, Settled done);
+  // The same with options by name: `{.timeout = 2s}` bounds this publish alone (wait while
+  // blocked, write, confirm) instead of its channel's timeout.
+  void publish(engine::ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
+               std::span<const std::byte> body, Settled done, const engine::PublishOptions& options);
+  // The timeout of the requests and publishes made on this channel from now on, in place of
+  // ClientOptions::engine.request_timeout.
+  [[nodiscard]] Result<void> set_channel_timeout(engine::ChannelId channel, engine::Duration timeout);
   // The same without a per-message callback: the outcome arrives through on_publish_done,
   // keyed by the returned id. Nothing is stored per message.
   [[nodiscard]] Result<engine::PublishId> publish(engine::ChannelId channel, const wire::BasicPublish& m,

@@ -25,6 +25,12 @@
 
 namespace warren::engine {
 
+struct PublishOptions {
+  // The publish's one deadline (wait while blocked, write, and in confirm mode the broker's
+  // answer). Unset: its channel's timeout (set_channel_timeout), else request_timeout.
+  std::optional<Duration> timeout;
+};
+
 class Connection {
  public:
   Connection(ConnectionOptions options, Instant now);  // queues the protocol header
@@ -88,6 +94,12 @@ class Connection {
   [[nodiscard]] Result<PublishId> publish(ChannelId channel, const wire::BasicPublish& m,
                                           const wire::BasicProperties& properties,
                                           std::span<const std::byte> body, Instant now);
+  [[nodiscard]] Result<PublishId> publish(ChannelId channel, const wire::BasicPublish& m,
+                                          const wire::BasicProperties& properties,
+                                          std::span<const std::byte> body, Instant now, const PublishOptions& options);
+  // This channel's timeout for the requests and publishes made on it from now on, in place
+  // of the connection's request_timeout.
+  [[nodiscard]] Result<void> set_channel_timeout(ChannelId channel, Duration timeout);
   [[nodiscard]] Result<void> ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple);
   [[nodiscard]] Result<void> nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue);
   [[nodiscard]] Result<void> reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue);
