@@ -66,6 +66,21 @@ TEST(FrameDecoder, BuffersOnlyWhatAnIncompleteFrameNeeds) {
   EXPECT_EQ(d.buffered_bytes(), 3u);
 }
 
+// The frame decoder fuzzer's old out-of-memory input (now in its corpus as
+// regression-4gb-size-claim-without-frame-max): with no frame_max in force, a header that
+// claims a 4 GiB frame must not make the decoder reserve it. It buffers what came, no more.
+TEST(FrameDecoder, AHugeSizeClaimWithoutFrameMaxBuffersOnlyWhatArrived) {
+  FrameDecoder d(FrameDecoder::Peer::broker, 0);
+  auto stream = from_hex("01 0000 f4fffc00 28 052f 7072 006f 6400 00ce");
+  for (std::size_t at = 0; at < stream.size(); at += 7) {  // the fuzzer's cut: 7 bytes at a time
+    d.feed(std::span(stream).subspan(at, std::min<std::size_t>(7, stream.size() - at)));
+    auto r = d.next();
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_FALSE(r->has_value());
+  }
+  EXPECT_EQ(d.buffered_bytes(), stream.size());
+}
+
 TEST(FrameDecoder, SizeIsCheckedBeforeBuffering) {
   FrameDecoder d(FrameDecoder::Peer::broker, 4096);
   auto header = from_hex("03 0001 00001000");  // a body frame of 4096 + 8 bytes
