@@ -26,38 +26,46 @@ Connection::Connection(Driver& driver, ConnectionUrl url, ClientOptions options,
 Connection::~Connection() {
   if (stream_) stream_->close();
   if (closed_reported_) return;
-  struct Left {
-    Done on_ready;
-    std::vector<std::function<void(const Error*, engine::ChannelId)>> opening;
-    std::vector<std::function<void(const Error*, const engine::Message*)>> gets;
-    std::vector<Answer> answers;
-    std::vector<Settled> publishes;
-    std::vector<OnEnded> ended;
-    std::vector<Done> close_waiters;
-  };
-  auto left = std::make_shared<Left>();
-  if (!ready_reported_) left->on_ready = std::move(on_ready_);
-  for (auto& [id, done] : opening_) left->opening.push_back(std::move(done));
-  for (auto& [id, done] : gets_) left->gets.push_back(std::move(done));
-  for (auto& [id, done] : answers_) left->answers.push_back(std::move(done));
-  for (auto& [key, done] : publishes_)
-    if (done) left->publishes.push_back(std::move(done));
-  for (auto& sub : consumers_)
-    if (sub.on_ended) left->ended.push_back(std::move(sub.on_ended));
-  left->close_waiters = std::move(close_waiters_);
-  const bool any = left->on_ready || !left->opening.empty() || !left->gets.empty() || !left->answers.empty() ||
-                   !left->publishes.empty() || !left->ended.empty() || !left->close_waiters.empty();
-  if (!any) return;
+  auto left = std::make_shared<Waiters>(take_waiters());
+  if (left->empty()) return;
   driver_.post([left] {
-    const Error e = make_error(errc::connection_closed, "the connection was destroyed before it answered");
-    for (auto& done : left->opening) done(&e, 0);
-    for (auto& done : left->gets) done(&e, nullptr);
-    for (auto& done : left->answers) done(&e, nullptr);
-    for (auto& done : left->publishes) done(engine::PublishOutcome::failed, e);
-    for (auto& fn : left->ended) fn(&e);
-    if (left->on_ready) left->on_ready(&e);
-    for (auto& done : left->close_waiters) done(nullptr);  // closed it is
+    left->settle(make_error(errc::connection_closed, "the connection was destroyed before it answered"), true);
   });
+}
+
+Connection::Waiters Connection::take_waiters() {
+  Waiters w;
+  if (!ready_reported_) w.on_ready = std::move(on_ready_);
+  for (auto& [id, done] : opening_) w.opening.emplace_back(id, std::move(done));
+  for (auto& [id, done] : gets_) w.gets.push_back(std::move(done));
+  for (auto& [id, done] : answers_) w.answers.push_back(std::move(done));
+  for (auto& [key, done] : publishes_)
+    if (done) w.publishes.push_back(std::move(done));
+  for (auto& sub : consumers_)
+    if (sub.on_ended) w.ended.push_back(std::move(sub.on_ended));
+  w.close_waiters = std::move(close_waiters_);
+  opening_.clear();
+  gets_.clear();
+  answers_.clear();
+  publishes_.clear();
+  consumers_.clear();
+  close_waiters_.clear();
+  return w;
+}
+
+bool Connection::Waiters::empty() const noexcept {
+  return !on_ready && opening.empty() && gets.empty() && answers.empty() && publishes.empty() && ended.empty() &&
+         close_waiters.empty();
+}
+
+void Connection::Waiters::settle(const Error& cause, bool close_succeeded) {
+  for (auto& [id, done] : opening) done(&cause, id);
+  for (auto& done : gets) done(&cause, nullptr);
+  for (auto& done : answers) done(&cause, nullptr);
+  for (auto& done : publishes) done(engine::PublishOutcome::failed, cause);
+  for (auto& fn : ended) fn(&cause);
+  if (on_ready) on_ready(&cause);
+  for (auto& done : close_waiters) done(close_succeeded ? nullptr : &cause);
 }
 
 void Connection::later(std::function<void()> fn) {
@@ -284,27 +292,10 @@ void Connection::finish(const Error& cause) {
   if (closed_reported_) return;
   closed_reported_ = true;
   auto keep = weak_from_this().lock();  // a callback below may drop the last reference
-  auto opening = std::move(opening_);
-  auto answers = std::move(answers_);
-  auto gets = std::move(gets_);
-  auto publishes = std::move(publishes_);
-  opening_.clear();
-  answers_.clear();
-  gets_.clear();
-  publishes_.clear();
-  for (auto& [id, done] : opening) done(&cause, id);
-  for (auto& [id, done] : gets) done(&cause, nullptr);
-  for (auto& [id, done] : answers) done(&cause, nullptr);
-  for (auto& [key, done] : publishes) done(engine::PublishOutcome::failed, cause);
-  end_subscriptions(0, cause);
   const bool was_ready = ready_reported_;
-  if (!ready_reported_) {
-    ready_reported_ = true;
-    if (on_ready_) on_ready_(&cause);
-  }
-  auto waiters = std::move(close_waiters_);
-  close_waiters_.clear();
-  for (auto& done : waiters) done(close_asked_ || cause.reply_code == 200 ? nullptr : &cause);
+  auto waiters = take_waiters();
+  ready_reported_ = true;
+  waiters.settle(cause, close_asked_ || cause.reply_code == 200);
   if (was_ready && on_closed) on_closed(cause);
 }
 
@@ -498,12 +489,9 @@ void Connection::close(Done done) {
     });
     return;
   }
-  auto r = engine_->close(driver_.now());
-  if (!r.ok()) {  // the engine's latch is set: its Closed event settles the waiters
-    if (!engine_->error()) later([self = weak_from_this(), e = r.error()] {
-      if (auto c = self.lock()) c->finish(e);
-    });
-  }
+  // Refused only once the engine's latch is set; then its Closed event, dispatched by pump(),
+  // settles the waiters.
+  (void)engine_->close(driver_.now());
   pump();
 }
 

@@ -162,6 +162,22 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   };
   void end_subscriptions(engine::ChannelId channel, const Error& cause);  // channel 0: all
   std::vector<Subscription> consumers_;  // few per connection: a linear search beats a map
+
+  // Every callback still owed an answer, taken out of the connection at its end (finish) or
+  // its destruction, and told once, in one order: channels, gets, requests, publishes,
+  // subscriptions, on_ready, then the close waiters.
+  struct Waiters {
+    Done on_ready;  // only if it was never called
+    std::vector<std::pair<engine::ChannelId, std::function<void(const Error*, engine::ChannelId)>>> opening;
+    std::vector<std::function<void(const Error*, const engine::Message*)>> gets;
+    std::vector<Answer> answers;
+    std::vector<Settled> publishes;
+    std::vector<OnEnded> ended;
+    std::vector<Done> close_waiters;
+    [[nodiscard]] bool empty() const noexcept;
+    void settle(const Error& cause, bool close_succeeded);
+  };
+  [[nodiscard]] Waiters take_waiters();
 };
 
 }  // namespace warren::client
