@@ -38,8 +38,6 @@ struct RecoveringChannel::Waiting {
   std::deque<std::string> strings;  // the properties' text
   wire::FieldTable headers;
   wire::BasicProperties properties;
-  engine::Instant deadline;
-  Connection::Settled done;  // settles `tracked`, whoever calls it
   std::shared_ptr<struct RecoveringChannel::Tracked> tracked;
 
   Waiting(const wire::BasicPublish& m, const wire::BasicProperties& p, std::span<const std::byte> b)
@@ -93,9 +91,9 @@ void RecoveringChannel::publish(const wire::BasicPublish& m, const wire::BasicPr
       if (done) done(engine::PublishOutcome::failed, e);
     });
   };
-  if (session_.status().state == Session::State::closed)
-    return fail_now(status_.last_cause && permanent(*status_.last_cause)
-                        ? *status_.last_cause
+  if (const auto& session = session_.status(); session.state == Session::State::closed)
+    return fail_now(session.last_cause && permanent(*session.last_cause)
+                        ? *session.last_cause
                         : make_error(errc::connection_closed, "the session is closed"));
   if (permanent_ && !ready_) return fail_now(*permanent_);
   if (!ready_ && waiting_.size() >= session_.max_waiting_publishes())
@@ -107,25 +105,27 @@ void RecoveringChannel::publish(const wire::BasicPublish& m, const wire::BasicPr
   const auto deadline = session_.driver().now() + timeout;
   t->deadline = deadlines_.emplace(deadline, t);
   if (!armed_ || deadline < *armed_) rearm();
+  // Ready: straight to the connection, which copies the message. Otherwise it waits, owning
+  // its bytes.
+  if (ready_ && waiting_.empty()) return send(m, properties, body, t);
   auto w = std::make_unique<Waiting>(m, properties, body);
-  w->deadline = deadline;
-  std::weak_ptr<Tracked> weak = t;
-  w->done = [weak](engine::PublishOutcome outcome, const Error& cause) {
-    if (auto t = weak.lock()) settle(t, outcome, cause);
-  };
   w->tracked = std::move(t);
-  if (ready_ && waiting_.empty()) return send(std::move(w));
   waiting_.push_back(std::move(w));
 }
 
-void RecoveringChannel::send(std::unique_ptr<Waiting> w) {
-  w->tracked->sent = true;
+void RecoveringChannel::send(const wire::BasicPublish& m, const wire::BasicProperties& properties,
+                             std::span<const std::byte> body, const std::shared_ptr<Tracked>& t) {
+  t->sent = true;
   // The engine's deadline is the rest of this publish's own, not the connection's default.
   const auto left = std::max(engine::Duration{1}, std::chrono::duration_cast<engine::Duration>(
-                                                      w->deadline - session_.driver().now()));
-  connection_->publish(channel_, wire::BasicPublish{w->exchange, w->routing_key, w->mandatory}, w->properties,
-                       std::as_bytes(std::span{w->body.data(), w->body.size()}), std::move(w->done),
-                       engine::PublishOptions{.timeout = left});
+                                                      t->deadline->first - session_.driver().now()));
+  std::weak_ptr<Tracked> weak = t;
+  connection_->publish(
+      channel_, m, properties, body,
+      [weak](engine::PublishOutcome outcome, const Error& cause) {
+        if (auto t = weak.lock()) settle(t, outcome, cause);
+      },
+      engine::PublishOptions{.timeout = left});
 }
 
 void RecoveringChannel::rearm() {
@@ -168,7 +168,9 @@ void RecoveringChannel::flush_waiting() {
   while (ready_ && !waiting_.empty()) {
     auto w = std::move(waiting_.front());
     waiting_.pop_front();
-    if (w->tracked->owner) send(std::move(w));
+    if (w->tracked->owner)
+      send(wire::BasicPublish{w->exchange, w->routing_key, w->mandatory}, w->properties,
+           std::as_bytes(std::span{w->body.data(), w->body.size()}), w->tracked);
   }
 }
 

@@ -372,6 +372,13 @@ TEST_F(SessionTest, refused_credentials_on_a_reconnect_fail_every_waiting_publis
   ASSERT_EQ(statuses.back().state, Session::State::closed);
   EXPECT_EQ(outcome.value_or("<none>"), "failed 403");
   EXPECT_LT(settled_at - sent_at, 60s);
+  // A publish after the end is told the session's cause too, not only that it is closed.
+  std::optional<std::string> after;
+  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("y"), 60s, [&](engine::PublishOutcome o, const Error& e) {
+    after = std::string(engine::to_string(o)) + " " + std::to_string(e.reply_code);
+  });
+  driver.run();
+  EXPECT_EQ(after.value_or("<none>"), "failed 403");
 }
 
 // Finding 10: every attempt started from the first host of the URL.

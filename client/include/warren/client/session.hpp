@@ -111,7 +111,9 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   void fail_waiting(const Error& cause);
   void set_status(Status status);
   void flush_waiting();
-  void send(std::unique_ptr<Waiting> w);
+  // Hands a publish to the connection, with the rest of its own deadline as the engine's.
+  void send(const wire::BasicPublish& m, const wire::BasicProperties& properties, std::span<const std::byte> body,
+            const std::shared_ptr<Tracked>& t);
   void expire();  // publishes past their deadline, waiting or sent
   void rearm();   // the deadline timer, for the earliest deadline or none
   static void settle(const std::shared_ptr<Tracked>& t, engine::PublishOutcome outcome, const Error& cause);
