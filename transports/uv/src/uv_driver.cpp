@@ -3,16 +3,11 @@
 #include <algorithm>
 #include <string>
 
+#include "close_handle.hpp"
 #include "uv_stream.hpp"
 
 namespace warren::uv {
 namespace {
-
-template <class Handle>
-void close_and_free(Handle* h) {
-  if (!h) return;
-  uv_close(reinterpret_cast<uv_handle_t*>(h), [](uv_handle_t* x) { delete reinterpret_cast<Handle*>(x); });
-}
 
 class UvTimer final : public client::Timer {
  public:
@@ -23,10 +18,7 @@ class UvTimer final : public client::Timer {
     // A heartbeat must not keep the program alive; a Session's retry must.
     if (!keeps_alive) uv_unref(reinterpret_cast<uv_handle_t*>(handle_));
   }
-  ~UvTimer() override {
-    handle_->data = nullptr;
-    close_and_free(handle_);
-  }
+  ~UvTimer() override { detail::close_and_free(handle_); }
   void arm(engine::Instant at) override {
     auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(at - std::chrono::steady_clock::now()).count();
     uv_timer_start(handle_, [](uv_timer_t* t) {
@@ -48,10 +40,7 @@ UvDriver::UvDriver(uv_loop_t* loop) : loop_(loop), async_(new uv_async_t) {
   uv_unref(reinterpret_cast<uv_handle_t*>(async_));  // posting is not a reason to stay alive
 }
 
-UvDriver::~UvDriver() {
-  async_->data = nullptr;
-  close_and_free(async_);
-}
+UvDriver::~UvDriver() { detail::close_and_free(async_); }
 
 engine::Instant UvDriver::now() { return std::chrono::steady_clock::now(); }
 

@@ -4,6 +4,8 @@
 // the loop (an idle handle), never from inside the caller's write().
 #include "uv_stream.hpp"
 
+#include "close_handle.hpp"
+
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -25,13 +27,6 @@ Error sys_error(const std::string& what, int sys_errno) {
   Error e = make_error(errc::connection_lost, what + ": " + uv_strerror(-sys_errno));
   e.code = std::error_code(sys_errno, std::system_category());
   return e;
-}
-
-template <class Handle>
-void close_and_free(Handle* h) {
-  if (!h) return;
-  h->data = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(h), [](uv_handle_t* x) { delete reinterpret_cast<Handle*>(x); });
 }
 
 // The poll handle and the socket it watches: the socket is closed once libuv is done with
