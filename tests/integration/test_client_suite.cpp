@@ -152,17 +152,33 @@ TEST_P(ClientSuite, a_connection_error_closes_the_connection_with_its_cause) {
   EXPECT_FALSE(conn->is_open());
 }
 
+// A memory alarm on the test broker (a watermark of 0), lifted by lift() or at the end of
+// the scope whatever happens, and what the connection heard of it.
+struct MemoryAlarm {
+  bool blocked = false, unblocked = false;
+  explicit MemoryAlarm(client::Connection& c) : connection(c) {
+    c.on_blocked = [this](std::string_view) { blocked = true; };
+    c.on_unblocked = [this] { unblocked = true; };
+    rabbitmqctl("set_vm_memory_high_watermark 0");
+  }
+  MemoryAlarm(const MemoryAlarm&) = delete;
+  MemoryAlarm& operator=(const MemoryAlarm&) = delete;
+  ~MemoryAlarm() {
+    lift();
+    connection.on_blocked = nullptr;  // nothing of this alarm is left to record into
+    connection.on_unblocked = nullptr;
+  }
+  void lift() { rabbitmqctl("set_vm_memory_high_watermark 0.4"); }
+  client::Connection& connection;
+};
+
 TEST_P(ClientSuite, a_memory_alarm_makes_a_publish_wait_until_it_is_lifted) {
   auto ch = channel();
   auto q = declare(ch, QueueDeclare{"", false, false, true, true});
   ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
-  bool blocked = false, unblocked = false;
-  conn->on_blocked = [&](std::string_view) { blocked = true; };
-  conn->on_unblocked = [&] { unblocked = true; };
-  struct Restore {
-    ~Restore() { rabbitmqctl("set_vm_memory_high_watermark 0.4"); }
-  } restore;
-  rabbitmqctl("set_vm_memory_high_watermark 0");
+  MemoryAlarm alarm(*conn);
+  const bool& blocked = alarm.blocked;
+  const bool& unblocked = alarm.unblocked;
   int confirmed = 0;
   auto count = [&](engine::PublishOutcome o, const Error&) { confirmed += o == engine::PublishOutcome::confirmed; };
   // connection.blocked reaches a connection when it next publishes.
@@ -171,7 +187,7 @@ TEST_P(ClientSuite, a_memory_alarm_makes_a_publish_wait_until_it_is_lifted) {
   conn->publish(ch, BasicPublish{"", q}, {}, text("waits"), count);
   loop.run_until([] { return false; }, 1s);
   EXPECT_EQ(confirmed, 0);
-  rabbitmqctl("set_vm_memory_high_watermark 0.4");
+  alarm.lift();
   ASSERT_TRUE(loop.run_until([&] { return confirmed == 2; }));
   EXPECT_TRUE(unblocked);
 }
@@ -184,13 +200,9 @@ TEST_P(ClientSuite, publishes_over_the_output_limit_waiting_on_an_alarm_all_comp
   auto ch = channel();
   auto q = declare(ch, QueueDeclare{"", false, false, true, true});
   ASSERT_EQ(answer([&](auto done) { conn->confirm_select(ch, done); }), "confirm.select-ok()");
-  bool blocked = false, unblocked = false;
-  conn->on_blocked = [&](std::string_view) { blocked = true; };
-  conn->on_unblocked = [&] { unblocked = true; };
-  struct Restore {
-    ~Restore() { rabbitmqctl("set_vm_memory_high_watermark 0.4"); }
-  } restore;
-  rabbitmqctl("set_vm_memory_high_watermark 0");
+  MemoryAlarm alarm(*conn);
+  const bool& blocked = alarm.blocked;
+  const bool& unblocked = alarm.unblocked;
   int confirmed = 0, other = 0;
   auto count = [&](engine::PublishOutcome o, const Error&) {
     if (o == engine::PublishOutcome::confirmed) ++confirmed;
@@ -204,7 +216,7 @@ TEST_P(ClientSuite, publishes_over_the_output_limit_waiting_on_an_alarm_all_comp
   EXPECT_TRUE(conn->congested());
   loop.run_until([] { return false; }, 1s);
   EXPECT_EQ(confirmed + other, 0);
-  rabbitmqctl("set_vm_memory_high_watermark 0.4");
+  alarm.lift();
   // Well inside the publishes' 10 s deadline.
   ASSERT_TRUE(loop.run_until([&] { return confirmed + other == waiting + 1; }, 5s))
       << confirmed << " confirmed, " << other << " otherwise, unblocked " << unblocked;
