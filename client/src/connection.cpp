@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "channel_core.hpp"
+
 namespace warren::client {
 
 using engine::ChannelId;
@@ -14,7 +16,11 @@ std::shared_ptr<Connection> Connection::connect(Driver& driver, const Connection
 }
 
 Connection::Connection(Driver& driver, ConnectionUrl url, ClientOptions options, Done on_ready)
-    : driver_(driver), url_(std::move(url)), options_(std::move(options)), on_ready_(std::move(on_ready)) {
+    : driver_(driver),
+      url_(std::move(url)),
+      options_(std::move(options)),
+      on_ready_(std::move(on_ready)),
+      loop_thread_(std::make_shared<detail::LoopThread>()) {
   options_.engine = url_.apply(std::move(options_.engine));
   if (url_.connection_timeout) options_.connect_timeout = *url_.connection_timeout;
   if (!options_.connect_timeout) options_.connect_timeout = options_.engine.request_timeout;
@@ -25,6 +31,7 @@ Connection::Connection(Driver& driver, ConnectionUrl url, ClientOptions options,
 // inside a user's callback), so each callback still runs exactly once.
 Connection::~Connection() {
   if (stream_) stream_->close();
+  close_cores(make_error(errc::connection_closed, "the connection was destroyed"));
   if (closed_reported_) return;
   auto left = std::make_shared<Waiters>(take_waiters());
   if (left->empty()) return;
@@ -60,7 +67,7 @@ bool Connection::Waiters::empty() const noexcept {
 
 void Connection::Waiters::settle(const Error& cause, bool close_succeeded) {
   for (auto& [id, done] : opening) done(&cause, id);
-  for (auto& done : gets) done(&cause, nullptr);
+  for (auto& done : gets) done(&cause, nullptr, 0);
   for (auto& done : answers) done(&cause, nullptr);
   for (auto& done : publishes) done(engine::PublishOutcome::failed, cause);
   for (auto& fn : ended) fn(&cause);
@@ -149,6 +156,7 @@ void Connection::flush() {
 }
 
 void Connection::pump() {
+  loop_thread_->id.store(std::this_thread::get_id(), std::memory_order_relaxed);
   if (!engine_) return;
   if (dispatching_) {  // a callback's command: write, and let the outer loop poll
     flush();
@@ -169,8 +177,8 @@ void Connection::pump() {
     return;
   }
   flush();
-  if (stream_ && engine_->wants_input() != reading_) {
-    reading_ = engine_->wants_input();
+  if (const bool want = engine_->wants_input() && input_holds_ == 0; stream_ && want != reading_) {
+    reading_ = want;
     stream_->set_reading(reading_);
   }
   if (timer_) {
@@ -222,6 +230,10 @@ void Connection::dispatch(const engine::Event& event) {
             done(&e.cause, e.channel);
             return;
           }
+          if (auto it = cores_.find(e.channel); it != cores_.end()) {
+            it->second->close(e.cause);
+            cores_.erase(it);
+          }
           end_subscriptions(e.channel, e.cause);
           if (on_channel_closed) on_channel_closed(e.channel, e.cause);
         } else if constexpr (std::is_same_v<E, engine::GetOk>) {
@@ -229,7 +241,7 @@ void Connection::dispatch(const engine::Event& event) {
           if (auto it = gets_.find(e.request); it != gets_.end()) {
             auto done = std::move(it->second);
             gets_.erase(it);
-            done(nullptr, &e.message);
+            done(nullptr, &e.message, e.message_count);
           }
         } else if constexpr (std::is_same_v<E, engine::RequestDone>) {
           gets_.erase(e.request);
@@ -295,6 +307,7 @@ void Connection::finish(const Error& cause) {
   const bool was_ready = ready_reported_;
   auto waiters = take_waiters();
   ready_reported_ = true;
+  close_cores(cause);
   waiters.settle(cause, close_asked_ || cause.reply_code == 200);
   if (was_ready && on_closed) on_closed(cause);
 }
@@ -361,20 +374,35 @@ void Connection::cancel(ChannelId channel, std::string_view consumer_tag, Answer
 }
 void Connection::get(ChannelId channel, const wire::BasicGet& m,
                      std::function<void(const Error*, const engine::Message*)> done) {
+  get(channel, m, [done = std::move(done)](const Error* e, const engine::Message* msg, std::uint32_t) {
+    if (done) done(e, msg);
+  });
+}
+
+void Connection::get(ChannelId channel, const wire::BasicGet& m, GetDone done) {
   // get-empty comes back as an answer; get-ok as a GetOk event with the message.
-  auto shared = std::make_shared<std::function<void(const Error*, const engine::Message*)>>(std::move(done));
+  auto shared = std::make_shared<GetDone>(std::move(done));
   request([&](engine::Connection& c) {
             auto r = c.basic_get(channel, m, driver_.now());
-            if (r.ok()) gets_.emplace(*r, [shared](const Error* e, const engine::Message* msg) { (*shared)(e, msg); });
+            if (r.ok())
+              gets_.emplace(*r, [shared](const Error* e, const engine::Message* msg, std::uint32_t left) {
+                if (*shared) (*shared)(e, msg, left);
+              });
             return r;
           },
           [shared](const Error* e, const wire::Method*) {
             // Reached only for get-empty or a failure: a message settles through gets_.
-            (*shared)(e, nullptr);
+            if (*shared) (*shared)(e, nullptr, 0);
           });
 }
 void Connection::basic_qos(ChannelId channel, const wire::BasicQos& m, Answer done) {
   request([&](engine::Connection& c) { return c.basic_qos(channel, m, driver_.now()); }, std::move(done));
+}
+void Connection::channel_flow(ChannelId channel, bool active, Answer done) {
+  request([&](engine::Connection& c) { return c.channel_flow(channel, active, driver_.now()); }, std::move(done));
+}
+void Connection::basic_recover(ChannelId channel, bool requeue, Answer done) {
+  request([&](engine::Connection& c) { return c.basic_recover(channel, requeue, driver_.now()); }, std::move(done));
 }
 void Connection::confirm_select(ChannelId channel, Answer done) {
   request([&](engine::Connection& c) { return c.confirm_select(channel, driver_.now()); }, std::move(done));
@@ -457,6 +485,12 @@ Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::Bas
   return immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now()); });
 }
 
+Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
+                                              const wire::BasicProperties& properties, std::span<const std::byte> body,
+                                              const engine::PublishOptions& options) {
+  return immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now(), options); });
+}
+
 Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
   return immediate([&](engine::Connection& c) { return c.ack(channel, delivery_tag, multiple); });
 }
@@ -493,6 +527,57 @@ void Connection::close(Done done) {
   // settles the waiters.
   (void)engine_->close(driver_.now());
   pump();
+}
+
+// ---- the handles' side
+
+void Connection::open_channel(Callback<Channel> done) {
+  std::weak_ptr<Connection> self = weak_from_this();
+  open_channel([self, done = std::move(done)](const Error* e, ChannelId id) {
+    if (!done) return;
+    if (e) return done(*e);
+    auto c = self.lock();
+    if (!c) return done(make_error(errc::connection_closed, "the connection is gone"));
+    auto core = std::make_shared<detail::ChannelCore>(self, c->driver_, c->loop_thread_, id);
+    c->cores_[id] = core;
+    done(Channel(std::move(core)));
+  });
+}
+
+void Connection::close_cores(const Error& cause) {
+  auto cores = std::move(cores_);
+  cores_.clear();
+  for (auto& [id, core] : cores) core->close(cause);
+}
+
+void Connection::hold_input(int delta) {
+  input_holds_ += delta;
+  if (input_holds_ < 0) input_holds_ = 0;
+  if (!dispatching_) pump();  // inside a dispatch the outer pump re-reads it
+}
+
+void Connection::subscribe(ChannelId channel, const ConsumeOptions& o, std::shared_ptr<detail::ConsumerCore> consumer,
+                           Callback<Consumer> done) {
+  wire::BasicConsume m{.queue = o.queue, .consumer_tag = o.tag, .no_local = false, .no_ack = o.auto_ack,
+                       .exclusive = o.exclusive, .no_wait = false, .arguments = o.arguments};
+  std::weak_ptr<detail::ConsumerCore> weak = consumer;
+  // The subscription holds the core while it runs (deliveries reach it even when the
+  // application keeps only the Consumer handle); the handle cancels it when dropped.
+  consume(channel, m, o.prefetch,
+          [consumer](const engine::Message& msg) { consumer->deliver(msg); },
+          [weak](const Error* cause) {
+            if (auto c = weak.lock()) c->end(cause);
+          },
+          [consumer, done = std::move(done)](const Error* e, const wire::Method* reply) mutable {
+            if (e) {
+              if (done) done(*e);
+              return;
+            }
+            if (const auto* ok = reply ? std::get_if<wire::BasicConsumeOk>(reply) : nullptr)
+              consumer->tag = std::string(ok->consumer_tag);
+            if (done) done(Consumer(std::move(consumer)));
+            // else nobody holds the handle: the ConsumerCore lives on in the subscription
+          });
 }
 
 }  // namespace warren::client

@@ -32,6 +32,8 @@ class Category final : public std::error_category {
       case errc::tls_config: return "TLS configuration refused";
       case errc::consumer_cancelled: return "consumer cancelled";
       case errc::invalid_argument: return "invalid argument";
+      case errc::nacked: return "nacked by the broker";
+      case errc::unroutable: return "unroutable";
     }
     return "unknown warren error";
   }
@@ -42,6 +44,39 @@ class Category final : public std::error_category {
 const std::error_category& error_category() noexcept {
   static const Category category;
   return category;
+}
+
+Scope scope(const Error& e) noexcept {
+  if (e.reply_code != 0 && e.reply_code != 312) return e.channel_close ? Scope::channel : Scope::connection;
+  if (e.code.category() != error_category()) return Scope::connection;  // a system error from the stream
+  switch (static_cast<errc>(e.code.value())) {
+    case errc::invalid_argument:
+    case errc::nacked:
+    case errc::unroutable:
+    case errc::consumer_cancelled:
+    case errc::not_found:  // a local lookup (no such consumer): the broker's 404 has a reply code
+      return Scope::request;
+    case errc::timeout:  // a request past its deadline closes its channel
+    case errc::channel_closed:
+      return Scope::channel;
+    default:
+      return Scope::connection;
+  }
+}
+
+bool is_permanent(const Error& e) noexcept {
+  if (e.reply_code == 403 || e.reply_code == 406 || e.reply_code == 530) return true;
+  if (e.code.category() != error_category()) return false;
+  switch (static_cast<errc>(e.code.value())) {
+    case errc::access_refused:
+    case errc::precondition_failed:
+    case errc::invalid_argument:
+    case errc::invalid_url:
+    case errc::tls_config:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string Error::to_string() const {

@@ -38,7 +38,10 @@ enum class errc : int {
   tls_config,   // a CA, certificate or key given in the options could not be used
   // client layers
   consumer_cancelled,  // the broker cancelled a subscription (queue deleted, node down)
-  invalid_argument,    // a value given by the caller that cannot be sent as written
+  invalid_argument,    // local misuse: a value or a call that cannot be sent as written
+  // publish outcomes that are not a success
+  nacked,              // the broker refused a confirmed publish (basic.nack)
+  unroutable,          // a mandatory publish no queue took (basic.return, reply 312 NO_ROUTE)
 };
 
 [[nodiscard]] const std::error_category& error_category() noexcept;
@@ -55,6 +58,7 @@ struct Error {
   std::uint16_t reply_code = 0;  // AMQP reply code, 0 when the error did not come from a close
   std::uint16_t class_id = 0;
   std::uint16_t method_id = 0;
+  bool channel_close = false;  // the broker's channel.close (not connection.close) carried it
 
   // "protocol error: frame end byte 0x41 is not 0xCE"
   [[nodiscard]] std::string to_string() const;
@@ -64,6 +68,20 @@ struct Error {
 [[nodiscard]] inline Error make_error(errc e, std::string detail) {
   return Error{make_error_code(e), std::move(detail)};
 }
+
+// What an error put out of use. A retry loop and the Session read the same facts from here.
+enum class Scope : std::uint8_t {
+  request,     // this call only: its channel and connection are still usable
+  channel,     // the channel is closed (a 4xx from the broker, a request that timed out)
+  connection,  // the whole connection is gone (5xx, 320, a lost or refused stream)
+};
+[[nodiscard]] Scope scope(const Error& e) noexcept;
+
+// True when trying the same thing again cannot succeed by itself: refused credentials or
+// permissions (403), a missing vhost (530), an inequivalent redeclare (406), local misuse,
+// a URL or TLS setting that cannot work. A 404 is not permanent (someone may declare it); a
+// timeout, a lost connection, a nack or a 320 are not.
+[[nodiscard]] bool is_permanent(const Error& e) noexcept;
 
 }  // namespace warren
 

@@ -173,9 +173,9 @@ Result<RequestId> Connection::basic_consume(ChannelId channel, const wire::Basic
   auto ch = s.usable_channel(channel);
   if (!ch.ok()) return std::move(ch).error();
   if (m.no_wait && m.consumer_tag.empty())
-    return make_error(errc::precondition_failed, "a no-wait basic.consume needs a consumer tag of its own");
+    return make_error(errc::invalid_argument, "a no-wait basic.consume needs a consumer tag of its own");
   if (!m.consumer_tag.empty() && (*ch)->find_consumer(m.consumer_tag))
-    return make_error(errc::precondition_failed, "consumer tag " + std::string(m.consumer_tag) + " is already in use");
+    return make_error(errc::invalid_argument, "consumer tag " + std::string(m.consumer_tag) + " is already in use");
   // Check the consume encodes before its qos is queued: the two go out together or not at all.
   if (auto size = wire::detail::payload_size(m); !size.ok()) return std::move(size).error();
   // RabbitMQ applies the prefetch in force when the consume arrives, so the qos goes first,
@@ -203,7 +203,7 @@ Result<RequestId> Connection::basic_cancel(ChannelId channel, std::string_view c
   if (!ch.ok()) return std::move(ch).error();
   Consumer* c = (*ch)->find_consumer(consumer_tag);
   if (!c) return make_error(errc::not_found, "no consumer " + std::string(consumer_tag) + " on channel " + std::to_string(channel));
-  if (c->cancelling) return make_error(errc::precondition_failed, "consumer " + std::string(consumer_tag) + " is already cancelling");
+  if (c->cancelling) return make_error(errc::invalid_argument, "consumer " + std::string(consumer_tag) + " is already cancelling");
   // Until cancel-ok the tag stays routed, so a delivery that raced the cancel is seen and
   // handed back rather than left unacknowledged.
   c->cancelling = true;
@@ -304,7 +304,7 @@ namespace {
 Result<void> check_tag(const Channel& ch, std::uint64_t tag, bool multiple) {
   if (tag == 0 && multiple) return {};  // everything delivered so far
   if (tag == 0 || tag > ch.max_delivery_tag)
-    return make_error(errc::precondition_failed, "delivery tag " + std::to_string(tag) + " was never delivered on channel " +
+    return make_error(errc::invalid_argument, "delivery tag " + std::to_string(tag) + " was never delivered on channel " +
                                                      std::to_string(ch.id));
   return {};
 }

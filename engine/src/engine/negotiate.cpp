@@ -99,6 +99,7 @@ Error close_error(std::uint16_t reply_code, std::string_view reply_text, std::ui
   e.reply_code = reply_code;
   e.class_id = class_id;
   e.method_id = method_id;
+  e.channel_close = channel;
   return e;
 }
 

@@ -13,11 +13,19 @@
 #include <unordered_map>
 #include <vector>
 
+#include "warren/client/channel.hpp"
 #include "warren/client/driver.hpp"
+#include "warren/client/options.hpp"
 #include "warren/client/url.hpp"
 #include "warren/engine/connection.hpp"
 
 namespace warren::client {
+
+namespace detail {
+struct ChannelCore;
+class ConsumerCore;
+struct LoopThread;
+}  // namespace detail
 
 struct ClientOptions {
   engine::ConnectionOptions engine;  // user, password, vhost and the URL's parameters override
@@ -62,6 +70,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // callback stored per message.
   std::function<void(const engine::PublishDone& done)> on_publish_done;
 
+  // A channel handle carrying every verb (see channel.hpp).
+  void open_channel(Callback<Channel> done);
+
+  // ---- the id-based verbs under the Channel handles (Session, Rpc and Pool still use them)
   void open_channel(std::function<void(const Error*, engine::ChannelId)> done);
   void close_channel(engine::ChannelId channel, Answer done);
   void exchange_declare(engine::ChannelId channel, const wire::ExchangeDeclare& m, Answer done);
@@ -74,10 +86,15 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void exchange_bind(engine::ChannelId channel, const wire::ExchangeBind& m, Answer done);
   void exchange_unbind(engine::ChannelId channel, const wire::ExchangeUnbind& m, Answer done);
   void basic_qos(engine::ChannelId channel, const wire::BasicQos& m, Answer done);
+  void channel_flow(engine::ChannelId channel, bool active, Answer done);
+  void basic_recover(engine::ChannelId channel, bool requeue, Answer done);
   void cancel(engine::ChannelId channel, std::string_view consumer_tag, Answer done);
   // basic.get: `done` gets the message, or nullptr when the queue was empty.
   void get(engine::ChannelId channel, const wire::BasicGet& m,
            std::function<void(const Error* error, const engine::Message* message)> done);
+  // The same, with the number of messages left in the queue.
+  void get(engine::ChannelId channel, const wire::BasicGet& m,
+           std::function<void(const Error* error, const engine::Message* message, std::uint32_t message_count)> done);
   void confirm_select(engine::ChannelId channel, Answer done);
   // In confirm mode `done` reports the broker's outcome; otherwise, that it was written.
   void publish(engine::ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
@@ -94,6 +111,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   [[nodiscard]] Result<engine::PublishId> publish(engine::ChannelId channel, const wire::BasicPublish& m,
                                                   const wire::BasicProperties& properties,
                                                   std::span<const std::byte> body);
+  [[nodiscard]] Result<engine::PublishId> publish(engine::ChannelId channel, const wire::BasicPublish& m,
+                                                  const wire::BasicProperties& properties,
+                                                  std::span<const std::byte> body, const engine::PublishOptions& options);
   // `on_message` runs for each delivery; `done` once consume-ok (or the failure) is in.
   void consume(engine::ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
                OnMessage on_message, Answer done);
@@ -113,7 +133,15 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   [[nodiscard]] Driver& driver() const noexcept { return driver_; }  // the loop this connection runs on
 
  private:
+  friend class Channel;
+  friend class detail::ConsumerCore;
   Connection(Driver& driver, ConnectionUrl url, ClientOptions options, Done on_ready);
+  // A Channel's subscription (push or stream) on the consumer core it was given.
+  void subscribe(engine::ChannelId channel, const ConsumeOptions& options, std::shared_ptr<detail::ConsumerCore> consumer,
+                 Callback<Consumer> done);
+  // A stream consumer's buffer is full (+1) or drained (-1): read only while none is full.
+  void hold_input(int delta);
+  void close_cores(const Error& cause);  // every Channel handle's channel is gone
   void dial_next();
   void pump();   // poll and dispatch events, write, re-arm the timer
   void flush();  // write what is pending, if no write is in flight
@@ -151,7 +179,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::vector<Done> close_waiters_;
 
   std::unordered_map<engine::RequestId, Answer> answers_;
-  std::unordered_map<engine::RequestId, std::function<void(const Error*, const engine::Message*)>> gets_;
+  using GetDone = std::function<void(const Error*, const engine::Message*, std::uint32_t)>;
+  std::unordered_map<engine::RequestId, GetDone> gets_;
+  std::unordered_map<engine::ChannelId, std::shared_ptr<detail::ChannelCore>> cores_;
+  std::shared_ptr<detail::LoopThread> loop_thread_;
+  int input_holds_ = 0;
   std::unordered_map<engine::ChannelId, std::function<void(const Error*, engine::ChannelId)>> opening_;
   std::map<std::pair<engine::ChannelId, engine::PublishId>, Settled> publishes_;
   struct Subscription {
@@ -169,7 +201,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   struct Waiters {
     Done on_ready;  // only if it was never called
     std::vector<std::pair<engine::ChannelId, std::function<void(const Error*, engine::ChannelId)>>> opening;
-    std::vector<std::function<void(const Error*, const engine::Message*)>> gets;
+    std::vector<GetDone> gets;
     std::vector<Answer> answers;
     std::vector<Settled> publishes;
     std::vector<OnEnded> ended;

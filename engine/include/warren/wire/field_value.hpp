@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +44,8 @@ struct FieldTable {
 
   // Declared here, defined once FieldEntry is complete: a table nests inside its own values.
   FieldTable();
+  // `{{"x-queue-type", "quorum"}, {"x-max-length", 1000}}`: entries in the order written.
+  FieldTable(std::initializer_list<FieldEntry> entries);
   FieldTable(const FieldTable&);
   FieldTable(FieldTable&&) noexcept;
   FieldTable& operator=(const FieldTable&);
@@ -87,6 +90,7 @@ struct FieldEntry {
 };
 
 inline FieldTable::FieldTable() = default;
+inline FieldTable::FieldTable(std::initializer_list<FieldEntry> list) : entries(list) {}
 inline FieldTable::FieldTable(const FieldTable&) = default;
 inline FieldTable::FieldTable(FieldTable&&) noexcept = default;
 inline FieldTable& FieldTable::operator=(const FieldTable&) = default;

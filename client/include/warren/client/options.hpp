@@ -1,0 +1,138 @@
+// The options of every channel verb, by name: designated initializers with the defaults a
+// RabbitMQ user expects, so no call site passes a positional boolean.
+//
+//   ch.queue_declare({.name = "orders", .durable = true,
+//                     .arguments = {{"x-queue-type", "quorum"}}}, done);
+//
+// Option structs own their strings and tables: a verb may be started later than it was
+// written (an Asio deferred token), and nothing it captured may dangle. Publish is the one
+// exception: it copies its frames before it returns, so it takes views and costs no copy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "warren/engine/types.hpp"
+#include "warren/result.hpp"
+#include "warren/wire/field_value.hpp"
+#include "warren/wire/properties.hpp"
+
+namespace warren::client {
+
+using wire::FieldTable;  // built from `{{"key", value}, ...}` of typed values
+using Properties = wire::BasicProperties;
+
+// Every callback of the client gets one Result: a value when it worked, an Error (with the
+// broker's reply code and text when the broker refused) when it did not.
+template <class T>
+using Callback = std::function<void(Result<T>)>;
+
+struct ExchangeDeclareOptions {
+  std::string name;
+  std::string type = "direct";  // direct, fanout, topic, headers, or a plugin's type
+  bool durable = false;
+  bool auto_delete = false;
+  bool internal = false;
+  bool passive = false;  // only check that it exists (404 closes the channel if not)
+  FieldTable arguments;
+};
+
+struct ExchangeDeleteOptions {
+  std::string name;
+  bool if_unused = false;
+};
+
+// exchange.bind / exchange.unbind: messages flow from `source` to `destination`.
+struct ExchangeBindOptions {
+  std::string destination;
+  std::string source;
+  std::string routing_key;
+  FieldTable arguments;
+};
+
+struct QueueDeclareOptions {
+  std::string name;  // empty: the broker names it (the reply says what)
+  bool durable = false;
+  bool exclusive = false;
+  bool auto_delete = false;
+  bool passive = false;
+  FieldTable arguments;  // x-queue-type, x-expires, x-message-ttl, x-dead-letter-exchange, ...
+};
+
+// queue.bind / queue.unbind.
+struct QueueBindOptions {
+  std::string queue;
+  std::string exchange;
+  std::string routing_key;
+  FieldTable arguments;
+};
+
+struct QueuePurgeOptions {
+  std::string queue;
+};
+
+struct QueueDeleteOptions {
+  std::string queue;
+  bool if_unused = false;
+  bool if_empty = false;
+};
+
+struct QosOptions {
+  std::uint16_t prefetch_count = 0;  // 0: no limit
+  std::uint32_t prefetch_size = 0;   // RabbitMQ refuses anything but 0
+  bool global = false;               // RabbitMQ: shared by the channel's consumers
+};
+
+struct FlowOptions {
+  bool active = true;
+};
+
+struct RecoverOptions {
+  bool requeue = true;  // RabbitMQ supports only requeue
+};
+
+struct GetOptions {
+  std::string queue;
+  bool auto_ack = false;
+};
+
+struct ConsumeOptions {
+  std::string queue;
+  std::string tag;  // empty: the broker names it
+  bool auto_ack = false;
+  bool exclusive = false;
+  // The subscription's prefetch (basic.qos sent with the consume). Unset: the connection's
+  // default (250) unless the channel has a qos of its own. 0: no limit.
+  std::optional<std::uint16_t> prefetch;
+  // x-stream-offset, x-priority, x-cancel-on-ha-failover, ...
+  FieldTable arguments;
+  // A stream subscription (implied by an x-stream-offset argument): its deliveries are never
+  // rejected when it is cancelled, because RabbitMQ 3.10-3.12 closes the whole connection
+  // (540) for a reject or nack of a stream delivery. They are left to the channel instead.
+  bool stream = false;
+};
+
+// One publish. Views: the frames are copied before publish() returns.
+struct Publish {
+  std::string_view exchange;  // empty: the default exchange (routing_key names the queue)
+  std::string_view routing_key;
+  bool mandatory = false;  // unroutable: the outcome is errc::unroutable (312) in confirm mode
+  Properties properties;   // {.content_type = "application/json", .delivery_mode = 2, ...}
+  // This publish's one deadline (wait while blocked, write, confirm). Unset: the channel's.
+  std::optional<engine::Duration> timeout;
+};
+
+// delivery_mode values, by name.
+inline constexpr std::uint8_t transient = 1;
+inline constexpr std::uint8_t persistent = 2;
+
+// Text as bytes, for bodies.
+[[nodiscard]] inline std::span<const std::byte> as_bytes(std::string_view text) noexcept {
+  return std::as_bytes(std::span{text.data(), text.size()});
+}
+
+}  // namespace warren::client

@@ -1,0 +1,115 @@
+// Internal: what a Channel, Consumer or Message handle points at. A ChannelCore is one
+// channel of one connection, closed once (with its cause) and never reused, which is how a
+// stale handle is told apart from a newer channel that reuses the number. Not installed.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "warren/client/connection.hpp"
+#include "warren/client/consumer.hpp"
+#include "warren/client/message.hpp"
+
+namespace warren::client::detail {
+
+// The thread the connection's loop runs on, as last seen by the connection. A settle from any
+// other thread is posted to the loop.
+struct LoopThread {
+  std::atomic<std::thread::id> id{};
+};
+
+struct ChannelCore {
+  ChannelCore(std::weak_ptr<Connection> c, Driver& d, std::shared_ptr<LoopThread> lt, engine::ChannelId channel)
+      : connection(std::move(c)), driver(&d), loop(std::move(lt)), id(channel) {}
+
+  std::weak_ptr<Connection> connection;
+  Driver* driver;  // outlives its connections
+  std::shared_ptr<LoopThread> loop;
+  engine::ChannelId id;
+  std::atomic<bool> open{true};
+  std::optional<Error> cause;  // loop thread only; set once, when it closes
+
+  [[nodiscard]] bool on_loop() const noexcept { return std::this_thread::get_id() == loop->id.load(std::memory_order_relaxed); }
+  // The connection, while this channel is open (loop thread only).
+  [[nodiscard]] std::shared_ptr<Connection> live() const {
+    if (!open.load(std::memory_order_acquire)) return nullptr;
+    return connection.lock();
+  }
+  [[nodiscard]] Error gone() const;
+  void close(const Error& why) {
+    if (!open.load(std::memory_order_relaxed)) return;
+    cause = why;
+    open.store(false, std::memory_order_release);
+  }
+};
+
+// Message buffers, handed back when a Message is destroyed (on any thread) and reused by the
+// next delivery, so a stream consumer allocates nothing per message in steady state.
+class BufferPool {
+ public:
+  explicit BufferPool(std::size_t keep) : keep_(keep) {}
+  [[nodiscard]] std::vector<std::byte> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return {};
+    auto b = std::move(free_.back());
+    free_.pop_back();
+    return b;
+  }
+  void give(std::vector<std::byte>&& b) {
+    std::lock_guard lock(mutex_);
+    if (free_.size() < keep_) free_.push_back(std::move(b));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::vector<std::byte>> free_;
+  std::size_t keep_;
+};
+
+class ConsumerCore : public std::enable_shared_from_this<ConsumerCore> {
+ public:
+  ConsumerCore(std::shared_ptr<ChannelCore> channel, const ConsumeOptions& options,
+               std::function<void(const Delivery&)> on_delivery);
+
+  std::shared_ptr<ChannelCore> channel;
+  std::string tag;
+  const bool manual_ack;
+  const bool stream;  // never reject its deliveries
+  std::function<void(const Delivery&)> on_delivery;  // push mode; empty: stream mode
+
+  // From the connection (loop thread).
+  void deliver(const engine::Message& m);
+  void end(const Error* cause);
+
+  void receive(Callback<Message> next);
+  void set_on_ended(std::function<void(const Error&)> fn);
+  void cancel(Callback<void> done);
+  void cancel_quietly();  // the last handle is gone
+  [[nodiscard]] bool active() const noexcept { return !ended_ && !cancelling_; }
+  [[nodiscard]] std::size_t buffered() const noexcept { return count_; }
+
+ private:
+  void drain();
+  void hand_back();  // reject (requeue) every buffered, unread delivery
+  void hold(bool on);  // ask the connection to stop or resume reading
+  Message pop();
+
+  std::size_t limit_;
+  std::vector<Message> ring_;  // grows only past the limit (auto-ack overshoot)
+  std::size_t head_ = 0, count_ = 0;
+  std::shared_ptr<BufferPool> pool_;
+  Callback<Message> waiting_;
+  std::function<void(const Error&)> ended_fn_;
+  std::optional<Error> ended_;
+  bool cancelling_ = false;
+  bool holding_ = false;
+  bool draining_ = false;
+};
+
+}  // namespace warren::client::detail
