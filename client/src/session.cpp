@@ -3,24 +3,21 @@
 #include <algorithm>
 #include <cmath>
 
+#include "channel_core.hpp"
+
 namespace warren::client {
 namespace {
 
 // Errors that another attempt cannot fix: the broker said no to who we are or where we go,
 // or the options cannot work. Everything else (refused, reset, timed out) is transient.
-bool permanent(const Error& e) {
-  if (e.reply_code == 403 || e.reply_code == 530) return true;
-  return e.code == make_error_code(errc::access_refused) || e.code == make_error_code(errc::invalid_url) ||
-         e.code == make_error_code(errc::tls_config) || e.code == make_error_code(errc::invalid_argument);
-}
+// (A 406 cannot end a connection's dial: the handshake never answers with it.)
+bool permanent(const Error& e) { return is_permanent(e); }
 
-// A channel's failure that another attempt cannot fix by itself: no permission (403), or a
-// declaration that contradicts what the broker has (406). Someone may still fix it (an
-// operator deletes the queue), so the channel keeps retrying, but publishes stop waiting.
-bool permanent_for_channel(const Error& e) {
-  if (e.reply_code == 403 || e.reply_code == 406) return true;
-  return e.code == make_error_code(errc::access_refused) || e.code == make_error_code(errc::precondition_failed);
-}
+// A channel's failure that another attempt cannot fix by itself (error.hpp's is_permanent:
+// no permission, a declaration that contradicts what the broker has). Someone may still fix
+// it (an operator deletes the queue), so the channel keeps retrying, but publishes stop
+// waiting.
+bool permanent_for_channel(const Error& e) { return is_permanent(e); }
 
 }  // namespace
 
@@ -40,9 +37,9 @@ struct RecoveringChannel::Waiting {
   wire::BasicProperties properties;
   std::shared_ptr<struct RecoveringChannel::Tracked> tracked;
 
-  Waiting(const wire::BasicPublish& m, const wire::BasicProperties& p, std::span<const std::byte> b)
-      : exchange(m.exchange), routing_key(m.routing_key),
-        body(reinterpret_cast<const char*>(b.data()), b.size()), mandatory(m.mandatory), properties(p) {
+  Waiting(const Publish& p, std::span<const std::byte> b)
+      : exchange(p.exchange), routing_key(p.routing_key),
+        body(reinterpret_cast<const char*>(b.data()), b.size()), mandatory(p.mandatory), properties(p.properties) {
     auto own = [&](std::optional<std::string_view>& field) {
       if (field) field = strings.emplace_back(*field);
     };
@@ -62,10 +59,13 @@ struct RecoveringChannel::Waiting {
       properties.headers = wire::TableRef(headers);
     }
   }
+  [[nodiscard]] Publish view() const {
+    return Publish{.exchange = exchange, .routing_key = routing_key, .mandatory = mandatory, .properties = properties};
+  }
 };
 
 struct RecoveringChannel::Tracked {
-  Connection::Settled done;
+  Callback<engine::PublishOutcome> done;
   std::multimap<engine::Instant, std::shared_ptr<Tracked>>::iterator deadline;
   RecoveringChannel* owner = nullptr;  // null once settled
   bool sent = false;
@@ -76,21 +76,21 @@ RecoveringChannel::~RecoveringChannel() = default;
 
 // The one place a publish's outcome is reported: at most once, whichever of the broker's
 // answer, the deadline or a failure comes first.
-void RecoveringChannel::settle(const std::shared_ptr<Tracked>& t, engine::PublishOutcome outcome, const Error& cause) {
+void RecoveringChannel::settle(const std::shared_ptr<Tracked>& t, Result<engine::PublishOutcome> outcome) {
   RecoveringChannel* owner = std::exchange(t->owner, nullptr);
   if (!owner) return;
   owner->deadlines_.erase(t->deadline);
   auto done = std::move(t->done);
-  if (done) done(outcome, cause);
+  if (done) done(std::move(outcome));
 }
 
-void RecoveringChannel::publish(const wire::BasicPublish& m, const wire::BasicProperties& properties,
-                                std::span<const std::byte> body, engine::Duration timeout, Connection::Settled done) {
+void RecoveringChannel::publish(const Publish& p, std::span<const std::byte> body, Callback<engine::PublishOutcome> done) {
   auto fail_now = [&](Error e) {
     session_.driver().post([done = std::move(done), e = std::move(e)] {
-      if (done) done(engine::PublishOutcome::failed, e);
+      if (done) done(e);
     });
   };
+  const engine::Duration timeout = p.timeout.value_or(session_.options_.client.engine.request_timeout);
   if (const auto& session = session_.status(); session.state == Session::State::closed)
     return fail_now(session.last_cause && permanent(*session.last_cause)
                         ? *session.last_cause
@@ -107,25 +107,22 @@ void RecoveringChannel::publish(const wire::BasicPublish& m, const wire::BasicPr
   if (!armed_ || deadline < *armed_) rearm();
   // Ready: straight to the connection, which copies the message. Otherwise it waits, owning
   // its bytes.
-  if (ready_ && waiting_.empty()) return send(m, properties, body, t);
-  auto w = std::make_unique<Waiting>(m, properties, body);
+  if (ready_ && waiting_.empty()) return send(p, body, t);
+  auto w = std::make_unique<Waiting>(p, body);
   w->tracked = std::move(t);
   waiting_.push_back(std::move(w));
 }
 
-void RecoveringChannel::send(const wire::BasicPublish& m, const wire::BasicProperties& properties,
-                             std::span<const std::byte> body, const std::shared_ptr<Tracked>& t) {
+void RecoveringChannel::send(const Publish& p, std::span<const std::byte> body, const std::shared_ptr<Tracked>& t) {
   t->sent = true;
   // The engine's deadline is the rest of this publish's own, not the connection's default.
-  const auto left = std::max(engine::Duration{1}, std::chrono::duration_cast<engine::Duration>(
+  Publish bounded = p;
+  bounded.timeout = std::max(engine::Duration{1}, std::chrono::duration_cast<engine::Duration>(
                                                       t->deadline->first - session_.driver().now()));
   std::weak_ptr<Tracked> weak = t;
-  connection_->publish(
-      channel_, m, properties, body,
-      [weak](engine::PublishOutcome outcome, const Error& cause) {
-        if (auto t = weak.lock()) settle(t, outcome, cause);
-      },
-      engine::PublishOptions{.timeout = left});
+  channel_.publish(bounded, body, [weak](Result<engine::PublishOutcome> outcome) {
+    if (auto t = weak.lock()) settle(t, std::move(outcome));
+  });
 }
 
 void RecoveringChannel::rearm() {
@@ -150,13 +147,12 @@ void RecoveringChannel::expire() {
   for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) due.push_back(it->second);
   for (auto& t : due) {
     if (t->sent) {
-      settle(t, engine::PublishOutcome::timed_out,
-             make_error(errc::timeout, "no outcome before the publish's deadline; the broker may or may not have it"));
+      settle(t, make_error(errc::timeout, "no outcome before the publish's deadline; the broker may or may not have it"));
     } else {
       std::string why = connection_ ? "the channel was not ready before the publish's deadline; it was never sent"
                                     : "no connection before the publish's deadline; it was never sent";
       if (status_.last_cause) why += " (last cause: " + status_.last_cause->to_string() + ")";
-      settle(t, engine::PublishOutcome::timed_out, make_error(errc::timeout, why));
+      settle(t, make_error(errc::timeout, why));
     }
   }
   // What timed out while waiting leaves the queue now.
@@ -168,53 +164,15 @@ void RecoveringChannel::flush_waiting() {
   while (ready_ && !waiting_.empty()) {
     auto w = std::move(waiting_.front());
     waiting_.pop_front();
-    if (w->tracked->owner)
-      send(wire::BasicPublish{w->exchange, w->routing_key, w->mandatory}, w->properties,
-           std::as_bytes(std::span{w->body.data(), w->body.size()}), w->tracked);
+    if (w->tracked->owner) send(w->view(), std::as_bytes(std::span{w->body.data(), w->body.size()}), w->tracked);
   }
 }
 
 void RecoveringChannel::fail_waiting(const Error& cause) {
   auto waiting = std::move(waiting_);
   waiting_.clear();
-  for (auto& w : waiting) settle(w->tracked, engine::PublishOutcome::failed, cause);
+  for (auto& w : waiting) settle(w->tracked, cause);
   rearm();
-}
-
-void RecoveringChannel::consume(const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch, OnMessage on_message,
-                                Connection::Answer done) {
-  if (!connection_) {
-    Error e = make_error(errc::connection_closed, "not connected");
-    session_.driver().post([done = std::move(done), e] {
-      if (done) done(&e, nullptr);
-    });
-    return;
-  }
-  const std::uint64_t epoch = epoch_;
-  connection_->consume(
-      channel_, m, prefetch,
-      [on_message = std::move(on_message), epoch](const engine::Message& message) {
-        on_message(message, DeliveryRef{epoch, message.delivery_tag});
-      },
-      std::move(done));
-}
-
-Result<void> RecoveringChannel::check(DeliveryRef ref) const {
-  if (ref.epoch != epoch_ || !connection_)
-    return make_error(errc::channel_closed, "delivery " + std::to_string(ref.delivery_tag) +
-                                                " came before the connection was lost; nothing was sent, and the "
-                                                "broker will deliver it again");
-  return {};
-}
-
-Result<void> RecoveringChannel::ack(DeliveryRef ref, bool multiple) {
-  if (auto r = check(ref); !r.ok()) return r;
-  return connection_->ack(channel_, ref.delivery_tag, multiple);
-}
-
-Result<void> RecoveringChannel::nack(DeliveryRef ref, bool multiple, bool requeue) {
-  if (auto r = check(ref); !r.ok()) return r;
-  return connection_->nack(channel_, ref.delivery_tag, multiple, requeue);
 }
 
 void RecoveringChannel::set_status(Status status) {
@@ -222,16 +180,15 @@ void RecoveringChannel::set_status(Status status) {
   if (on_status) on_status(status_);
 }
 
-void RecoveringChannel::attach(std::shared_ptr<Connection> connection, std::uint64_t epoch) {
+void RecoveringChannel::attach(std::shared_ptr<Connection> connection) {
   connection_ = std::move(connection);
-  epoch_ = epoch;
   status_.attempt = 0;
   open();
 }
 
 void RecoveringChannel::open() {
   ready_ = false;
-  channel_ = 0;
+  channel_ = Channel{};
   const std::uint64_t generation = ++open_generation_;
   set_status(Status{State::opening, status_.attempt, engine::Duration{0}, status_.last_cause});
   std::weak_ptr<RecoveringChannel> weak = weak_from_this();
@@ -241,19 +198,19 @@ void RecoveringChannel::open() {
     auto self = weak.lock();
     return self && self->open_generation_ == generation && self->connection_ ? self : nullptr;
   };
-  connection_->open_channel([current](const Error* e, engine::ChannelId ch) {
+  connection_->open_channel([current](Result<Channel> ch) {
     auto self = current();
     if (!self) return;
-    if (e) return self->failed(*e);
-    self->channel_ = ch;
-    self->connection_->confirm_select(ch, [current](const Error* e, const wire::Method*) {
+    if (!ch) return self->failed(ch.error());
+    self->channel_ = std::move(*ch);
+    self->channel_.confirm_select([current](Result<void> r) {
       auto self = current();
       if (!self) return;
-      if (e) return self->failed(*e);
-      self->setup_(*self, [current](const Error* e) {
+      if (!r) return self->failed(r.error());
+      self->setup_(*self, [current](Result<void> r) {
         auto self = current();
         if (!self) return;
-        if (e) return self->failed(*e);
+        if (!r) return self->failed(r.error());
         self->ready_ = true;
         self->permanent_.reset();
         self->set_status(Status{State::ready, 0, engine::Duration{0}, std::nullopt});
@@ -269,11 +226,11 @@ void RecoveringChannel::failed(const Error& cause) {
   if (!connection_ || !connection_->is_open()) return;  // the connection's loss handles it
   ++open_generation_;  // whatever the failed attempt still has in flight is stale now
   ready_ = false;
-  if (channel_ != 0) {
+  if (channel_.is_open()) {
     // Still open (setup's own failure, say): close it, so its number and prefetch go back.
-    connection_->close_channel(channel_, [](const Error*, const wire::Method*) {});
-    channel_ = 0;
+    channel_.close(nullptr);
   }
+  channel_ = Channel{};
   if (permanent_for_channel(cause)) {
     permanent_ = cause;
     fail_waiting(cause);  // waiting will not change the answer
@@ -293,9 +250,8 @@ void RecoveringChannel::failed(const Error& cause) {
 
 void RecoveringChannel::detach() {
   ready_ = false;
-  channel_ = 0;
+  channel_ = Channel{};  // its handle, and every delivery of it, fail from now on
   connection_.reset();
-  ++epoch_;  // deliveries of the dead channel are stale from now on
   ++open_generation_;
   if (retry_timer_) retry_timer_->cancel();
 }
@@ -362,7 +318,7 @@ void Session::dial() {
       auto s = weak.lock();
       if (!s) return;
       for (auto& ch : s->channels_)
-        if (ch->channel_ == id) return ch->failed(cause);
+        if (ch->channel_.id() == id) return ch->failed(cause);
     };
     self->connected();
   });
@@ -370,9 +326,8 @@ void Session::dial() {
 
 void Session::connected() {
   ever_connected_ = true;
-  ++epoch_;
   set_status(Status{State::connected, 0, engine::Duration{0}, status_.last_cause});
-  for (auto& ch : channels_) ch->attach(connection_, epoch_);
+  for (auto& ch : channels_) ch->attach(connection_);
 }
 
 void Session::lost(const Error& cause) {
@@ -398,11 +353,12 @@ void Session::retry(const Error& cause) {
 std::shared_ptr<RecoveringChannel> Session::channel(RecoveringChannel::Setup setup) {
   std::shared_ptr<RecoveringChannel> ch(new RecoveringChannel(*this, std::move(setup)));
   channels_.push_back(ch);
-  if (status_.state == State::connected) ch->attach(connection_, epoch_);
+  if (status_.state == State::connected) ch->attach(connection_);
   return ch;
 }
 
-void Session::close(Connection::Done done) {
+void Session::close(Callback<void> done) {
+  if (!done) done = [](Result<void>) {};
   const bool was_connected = connection_ && connection_->is_open();
   set_status(Status{State::closed, 0, engine::Duration{0}, status_.last_cause});
   retry_timer_->cancel();
@@ -412,10 +368,13 @@ void Session::close(Connection::Done done) {
     ch->fail_waiting(make_error(errc::connection_closed, "the session closed first; it was never sent"));
   }
   if (!was_connected) {
-    driver_.post([done = std::move(done)] { done(nullptr); });
+    driver_.post([done = std::move(done)] { done(Result<void>()); });
     return;
   }
-  connection_->close(std::move(done));
+  connection_->close([done = std::move(done)](const Error* e) {
+    if (e) done(*e);
+    else done(Result<void>());
+  });
 }
 
 }  // namespace warren::client

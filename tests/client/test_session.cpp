@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "client/fake_driver.hpp"
+#include "support/outcome.hpp"
 #include "warren/client/session.hpp"
 #include "warren/engine/describe.hpp"
 
@@ -96,12 +97,17 @@ TEST_F(SessionTest, setup_runs_again_after_every_reconnect_and_nothing_else_is_r
   driver.hosts[5001] = FakeDriver::Host::broker;
   auto session = start();
   int setups = 0;
-  auto ch = session->channel([&](client::RecoveringChannel& c, client::Connection::Done done) {
+  std::vector<client::Consumer> consumers;
+  auto ch = session->channel([&](client::RecoveringChannel& c, client::Callback<void> done) {
     ++setups;
-    c.connection().queue_declare(c.id(), wire::QueueDeclare{"work"}, [&c, done](const Error* e, const wire::Method*) {
-      if (e) return done(e);
-      c.consume(wire::BasicConsume{"work"}, 10, [](const engine::Message&, client::RecoveringChannel::DeliveryRef) {},
-                [done](const Error* e, const wire::Method*) { done(e); });
+    c.channel().queue_declare({.name = "work"}, [&, done](Result<client::QueueDeclared> q) {
+      if (!q) return done(q.error());
+      c.channel().consume({.queue = "work", .prefetch = 10}, [](const client::Delivery&) {},
+                          [&, done](Result<client::Consumer> r) {
+                            if (!r) return done(r.error());
+                            consumers.push_back(std::move(*r));
+                            done(Result<void>());
+                          });
     });
   });
   driver.run();
@@ -126,11 +132,11 @@ TEST_F(SessionTest, setup_runs_again_after_every_reconnect_and_nothing_else_is_r
 TEST_F(SessionTest, a_publish_whose_confirm_was_outstanding_fails_as_unknown_and_is_not_republished) {
   driver.hosts[5001] = FakeDriver::Host::broker_holding_confirms;
   auto session = start();
-  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  auto ch = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); });
   driver.run();
   std::optional<engine::PublishOutcome> outcome;
-  ch->publish(wire::BasicPublish{"", "q"}, {}, text("maybe"), 10s,
-              [&](engine::PublishOutcome o, const Error&) { outcome = o; });
+  ch->publish({.routing_key = "q", .timeout = 10s}, text("maybe"),
+              [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r)); outcome = o; });
   driver.run();
   EXPECT_EQ(driver.last_broker().published, 1u);
   EXPECT_FALSE(outcome.has_value());  // unconfirmed
@@ -147,17 +153,17 @@ TEST_F(SessionTest, publishes_made_while_disconnected_wait_and_go_out_after_setu
   driver.hosts[5001] = FakeDriver::Host::broker;
   auto session = start();
   bool setup_done = false;
-  auto ch = session->channel([&](client::RecoveringChannel&, client::Connection::Done done) {
+  auto ch = session->channel([&](client::RecoveringChannel&, client::Callback<void> done) {
     setup_done = true;
-    done(nullptr);
+    done(Result<void>());
   });
   driver.run();
   driver.reset_all();
   setup_done = false;
   std::vector<engine::PublishOutcome> outcomes;
   for (int i = 0; i < 3; ++i)
-    ch->publish(wire::BasicPublish{"", "q"}, {}, text("later"), 10s,
-                [&](engine::PublishOutcome o, const Error&) { outcomes.push_back(o); });
+    ch->publish({.routing_key = "q", .timeout = 10s}, text("later"),
+                [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r)); outcomes.push_back(o); });
   EXPECT_EQ(ch->waiting(), 3u);
   wait_retry();
   EXPECT_TRUE(setup_done);
@@ -169,13 +175,13 @@ TEST_F(SessionTest, publishes_made_while_disconnected_wait_and_go_out_after_setu
 TEST_F(SessionTest, a_waiting_publish_past_its_deadline_times_out_and_is_never_sent) {
   driver.hosts[5001] = FakeDriver::Host::broker;
   auto session = start();
-  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  auto ch = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); });
   driver.run();
   driver.hosts[5001] = FakeDriver::Host::refuse;
   driver.reset_all();
   std::optional<engine::PublishOutcome> outcome;
   std::string cause;
-  ch->publish(wire::BasicPublish{"", "q"}, {}, text("late"), 500ms, [&](engine::PublishOutcome o, const Error& e) {
+  ch->publish({.routing_key = "q", .timeout = 500ms}, text("late"), [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r));
     outcome = o;
     cause = e.to_string();
   });
@@ -194,10 +200,10 @@ TEST_F(SessionTest, a_waiting_publish_past_its_deadline_times_out_and_is_never_s
 TEST_F(SessionTest, the_number_of_waiting_publishes_is_bounded) {
   options.max_waiting_publishes = 2;
   auto session = start();  // nothing listens
-  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  auto ch = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); });
   std::vector<std::string> refused;
   for (int i = 0; i < 3; ++i)
-    ch->publish(wire::BasicPublish{"", "q"}, {}, text("x"), 60s, [&](engine::PublishOutcome o, const Error& e) {
+    ch->publish({.routing_key = "q", .timeout = 60s}, text("x"), [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r));
       if (o == engine::PublishOutcome::failed) refused.push_back(e.to_string());
     });
   driver.run();
@@ -209,46 +215,48 @@ TEST_F(SessionTest, the_number_of_waiting_publishes_is_bounded) {
 TEST_F(SessionTest, a_delivery_from_before_the_drop_is_not_settled_and_nothing_is_sent) {
   driver.hosts[5001] = FakeDriver::Host::broker;
   auto session = start();
-  std::vector<client::RecoveringChannel::DeliveryRef> refs;
-  auto ch = session->channel([&](client::RecoveringChannel& c, client::Connection::Done done) {
-    c.consume(wire::BasicConsume{"work"}, 10,
-              [&](const engine::Message&, client::RecoveringChannel::DeliveryRef ref) { refs.push_back(ref); },
-              [done](const Error* e, const wire::Method*) { done(e); });
+  std::vector<client::Message> refs;
+  std::vector<client::Consumer> consumers;
+  auto ch = session->channel([&](client::RecoveringChannel& c, client::Callback<void> done) {
+    c.channel().consume({.queue = "work", .prefetch = 10}, [&](const client::Delivery& d) { refs.push_back(d.take()); },
+                        [&, done](Result<client::Consumer> r) {
+                          if (!r) return done(r.error());
+                          consumers.push_back(std::move(*r));
+                          done(Result<void>());
+                        });
   });
   driver.run();
   driver.last_broker().deliver("before");
   driver.run();
   ASSERT_EQ(refs.size(), 1u);
-  const auto before = refs[0];
 
   driver.reset_all();
   wait_retry();
   ASSERT_TRUE(ch->ready());
-  auto stale = ch->ack(before);
+  auto stale = refs[0].ack();
   ASSERT_FALSE(stale.ok());
   EXPECT_EQ(stale.error().code, make_error_code(errc::channel_closed));
-  EXPECT_EQ(stale.error().detail,
-            "delivery 1 came before the connection was lost; nothing was sent, and the broker will deliver it again");
+  EXPECT_EQ(stale.error().detail, "channel 1 is gone: nothing was sent, the broker redelivers delivery 1");
   driver.run();
   EXPECT_EQ(count(driver.last_broker().methods, "basic.ack"), 0u);
 
   driver.last_broker().deliver("after");
   driver.run();
   ASSERT_EQ(refs.size(), 2u);
-  EXPECT_EQ(refs[1].delivery_tag, 1u);  // the same tag number, but of the new channel
-  EXPECT_TRUE(ch->ack(refs[1]).ok());
+  EXPECT_EQ(refs[1].delivery_tag(), 1u);  // the same tag number, but of the new channel
+  EXPECT_TRUE(refs[1].ack().ok());
   driver.run();
   EXPECT_EQ(count(driver.last_broker().methods, "basic.ack"), 1u);
 }
 
 TEST_F(SessionTest, close_fails_what_waits_and_stops_retrying) {
   auto session = start();  // nothing listens
-  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  auto ch = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); });
   std::optional<std::string> cause;
-  ch->publish(wire::BasicPublish{"", "q"}, {}, text("x"), 60s,
-              [&](engine::PublishOutcome, const Error& e) { cause = e.to_string(); });
+  ch->publish({.routing_key = "q", .timeout = 60s}, text("x"),
+              [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r)); cause = e.to_string(); });
   bool closed = false;
-  session->close([&](const Error*) { closed = true; });
+  session->close([&](Result<void>) { closed = true; });
   driver.run();
   EXPECT_TRUE(closed);
   EXPECT_EQ(cause.value_or(""), "connection closed: the session closed first; it was never sent");
@@ -276,16 +284,16 @@ class ChannelRecoveryTest : public SessionTest {
     return ch;
   }
   static client::RecoveringChannel::Setup plain() {
-    return [](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); };
+    return [](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); };
   }
 };
 
 TEST_F(ChannelRecoveryTest, a_channel_the_broker_closes_is_opened_and_set_up_again) {
   auto session = start();
   int setups = 0;
-  auto ch = channel(*session, [&](client::RecoveringChannel&, client::Connection::Done done) {
+  auto ch = channel(*session, [&](client::RecoveringChannel&, client::Callback<void> done) {
     ++setups;
-    done(nullptr);
+    done(Result<void>());
   });
   ASSERT_TRUE(ch->ready());
   ASSERT_TRUE(session->healthy());
@@ -306,18 +314,18 @@ TEST_F(ChannelRecoveryTest, a_channel_the_broker_closes_is_opened_and_set_up_aga
 TEST_F(ChannelRecoveryTest, a_setup_that_fails_is_retried_with_backoff_and_its_publishes_wait) {
   auto session = start();
   int setups = 0;
-  auto ch = channel(*session, [&](client::RecoveringChannel&, client::Connection::Done done) {
+  auto ch = channel(*session, [&](client::RecoveringChannel&, client::Callback<void> done) {
     if (++setups < 3) {
       Error e = make_error(errc::not_found, "NOT_FOUND - no exchange 'upstream' in vhost '/'");
       e.reply_code = 404;
-      return done(&e);
+      return done(e);
     }
-    done(nullptr);
+    done(Result<void>());
   });
   EXPECT_FALSE(ch->ready());
   std::optional<std::string> outcome;
-  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("k1:waits"), 60s,
-              [&](engine::PublishOutcome o, const Error&) { outcome = std::string(engine::to_string(o)); });
+  ch->publish({.routing_key = "q", .timeout = 60s}, text("k1:waits"),
+              [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r)); outcome = std::string(engine::to_string(o)); });
   for (unsigned attempt = 1; attempt <= 2; ++attempt) {
     ASSERT_EQ(ch->status().state, client::RecoveringChannel::State::retrying);
     EXPECT_EQ(ch->status().attempt, attempt);
@@ -332,20 +340,20 @@ TEST_F(ChannelRecoveryTest, a_setup_that_fails_is_retried_with_backoff_and_its_p
 
 TEST_F(ChannelRecoveryTest, a_cause_no_retry_fixes_fails_waiting_publishes_at_once_with_it) {
   auto session = start();
-  auto ch = session->channel([&](client::RecoveringChannel&, client::Connection::Done done) {
+  auto ch = session->channel([&](client::RecoveringChannel&, client::Callback<void> done) {
     Error e = make_error(errc::precondition_failed, "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q'");
     e.reply_code = 406;
-    done(&e);
+    done(e);
   });
   std::optional<std::string> waiting, later;
-  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("k1:x"), 60s,
-              [&](engine::PublishOutcome o, const Error& e) { waiting = std::string(engine::to_string(o)) + " " + e.to_string(); });
+  ch->publish({.routing_key = "q", .timeout = 60s}, text("k1:x"),
+              [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r)); waiting = std::string(engine::to_string(o)) + " " + e.to_string(); });
   driver.run();  // the channel opens, its setup fails with 406
   EXPECT_EQ(waiting.value_or("<none>"),
             "failed precondition failed (406): PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q'");
   ASSERT_FALSE(ch->ready());
-  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("k1:x"), 60s,
-              [&](engine::PublishOutcome o, const Error& e) { later = std::string(engine::to_string(o)) + " " + e.to_string(); });
+  ch->publish({.routing_key = "q", .timeout = 60s}, text("k1:x"),
+              [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r)); later = std::string(engine::to_string(o)) + " " + e.to_string(); });
   driver.run();
   EXPECT_EQ(later.value_or("<none>"),
             "failed precondition failed (406): PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q'");
@@ -356,7 +364,7 @@ TEST_F(ChannelRecoveryTest, a_cause_no_retry_fixes_fails_waiting_publishes_at_on
 TEST_F(SessionTest, refused_credentials_on_a_reconnect_fail_every_waiting_publish_at_once) {
   driver.hosts[5001] = FakeDriver::Host::broker;
   auto session = start();
-  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  auto ch = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); });
   driver.run();
   ASSERT_TRUE(ch->ready());
   driver.hosts[5001] = FakeDriver::Host::refuse_login;  // the password was changed
@@ -364,7 +372,7 @@ TEST_F(SessionTest, refused_credentials_on_a_reconnect_fail_every_waiting_publis
   std::optional<std::string> outcome;
   const auto sent_at = driver.now();
   engine::Instant settled_at{};
-  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("x"), 60s, [&](engine::PublishOutcome o, const Error& e) {
+  ch->publish({.routing_key = "q", .timeout = 60s}, text("x"), [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r));
     outcome = std::string(engine::to_string(o)) + " " + std::to_string(e.reply_code);
     settled_at = driver.now();
   });
@@ -374,7 +382,7 @@ TEST_F(SessionTest, refused_credentials_on_a_reconnect_fail_every_waiting_publis
   EXPECT_LT(settled_at - sent_at, 60s);
   // A publish after the end is told the session's cause too, not only that it is closed.
   std::optional<std::string> after;
-  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("y"), 60s, [&](engine::PublishOutcome o, const Error& e) {
+  ch->publish({.routing_key = "q", .timeout = 60s}, text("y"), [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r));
     after = std::string(engine::to_string(o)) + " " + std::to_string(e.reply_code);
   });
   driver.run();
@@ -398,11 +406,11 @@ TEST_F(SessionTest, each_attempt_starts_at_the_next_host) {
 TEST_F(SessionTest, a_publish_timeout_bounds_the_broker_s_answer_too) {
   driver.hosts[5001] = FakeDriver::Host::broker_holding_confirms;
   auto session = start();
-  auto ch = session->channel([](client::RecoveringChannel&, client::Connection::Done done) { done(nullptr); });
+  auto ch = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); });
   driver.run();
   ASSERT_TRUE(ch->ready());
   std::optional<std::string> outcome;
-  ch->publish(wire::BasicPublish{.routing_key = "q"}, {}, text("x"), 2s, [&](engine::PublishOutcome o, const Error& e) {
+  ch->publish({.routing_key = "q", .timeout = 2s}, text("x"), [&](Result<engine::PublishOutcome> r) { [[maybe_unused]] auto [o, e] = split(std::move(r));
     outcome = std::string(engine::to_string(o)) + ": " + e.detail;
   });
   driver.advance(1999ms);

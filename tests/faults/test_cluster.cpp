@@ -74,7 +74,7 @@ TEST_P(Cluster, a_session_keeps_going_when_the_node_it_is_connected_to_stops) {
               GetParam() == DriverKind::uv ? "libuv" : "asio", victim, now_on, total, t.confirmed.size(), t.unknown.size(),
               t.received.size(), t.deliveries);
   bool closed = false;
-  session->close([&](const Error*) { closed = true; });
+  session->close([&](Result<void>) { closed = true; });
   loop.run_until([&] { return closed; });
   // The node comes back with its data and rejoins, so the next test has three again.
   ASSERT_EQ(std::system(("RMQ_KEEP_DATA=1 " + scripts + "/broker-start.sh " + victim_dir + " " + std::to_string(victim) +

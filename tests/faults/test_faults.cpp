@@ -47,7 +47,7 @@ class Faults : public ::testing::TestWithParam<DriverKind> {
   }
   void close(client::Session& s) {
     bool closed = false;
-    s.close([&](const Error*) { closed = true; });
+    s.close([&](Result<void>) { closed = true; });
     loop.run_until([&] { return closed; });
   }
 

@@ -19,19 +19,23 @@ class Traffic {
   Traffic(Loop& loop, std::shared_ptr<client::Session> session, std::string queue, bool durable,
           wire::FieldTable arguments = {})
       : loop_(loop), session_(std::move(session)), queue_(std::move(queue)), arguments_(std::move(arguments)) {
-    channel_ = session_->channel([this, durable](client::RecoveringChannel& c, client::Connection::Done done) {
+    channel_ = session_->channel([this, durable](client::RecoveringChannel& c, client::Callback<void> done) {
       ++setups;
-      c.connection().queue_declare(c.id(), wire::QueueDeclare{queue_, false, durable, false, false, false, arguments_},
-                                   [this, &c, done](const Error* e, const wire::Method*) {
-                                     if (e) return done(e);
-                                     c.consume(wire::BasicConsume{queue_}, 100,
-                                               [this, &c](const engine::Message& m, client::RecoveringChannel::DeliveryRef ref) {
-                                                 received.insert(std::stoi(text_of(m.body)));
-                                                 ++deliveries;
-                                                 (void)c.ack(ref);  // a stale one is refused: it comes again
-                                               },
-                                               [done](const Error* e, const wire::Method*) { done(e); });
-                                   });
+      c.channel().queue_declare({.name = queue_, .durable = durable, .arguments = arguments_},
+                                [this, &c, done](Result<client::QueueDeclared> q) {
+                                  if (!q) return done(q.error());
+                                  c.channel().consume({.queue = queue_, .prefetch = 100},
+                                                      [this](const client::Delivery& m) {
+                                                        received.insert(std::stoi(std::string(m.body_text())));
+                                                        ++deliveries;
+                                                        (void)m.ack();  // a stale one is refused: it comes again
+                                                      },
+                                                      [this, done](Result<client::Consumer> r) {
+                                                        if (!r) return done(r.error());
+                                                        consumers_.push_back(std::move(*r));
+                                                        done(Result<void>());
+                                                      });
+                                });
     });
   }
 
@@ -45,11 +49,10 @@ class Traffic {
     while (next_ < total_ && next_ - settled() < window_) {
       const int id = next_++;
       auto body = std::make_shared<std::string>(std::to_string(id));
-      wire::BasicProperties p;
-      p.delivery_mode = 2;
-      channel_->publish(wire::BasicPublish{"", queue_}, p, std::as_bytes(std::span{body->data(), body->size()}), 30s,
-                        [this, id, body](engine::PublishOutcome o, const Error&) {
-                          if (o == engine::PublishOutcome::confirmed) confirmed.insert(id);
+      channel_->publish({.routing_key = queue_, .properties = {.delivery_mode = client::persistent}, .timeout = 30s},
+                        std::as_bytes(std::span{body->data(), body->size()}),
+                        [this, id, body](Result<engine::PublishOutcome> o) {
+                          if (o.ok() && *o == engine::PublishOutcome::confirmed) confirmed.insert(id);
                           else unknown.insert(id);
                           ++outcomes[id];
                           loop_post_more_ = true;
@@ -74,7 +77,8 @@ class Traffic {
   [[nodiscard]] int sent() const { return next_; }
   // The port of the node the channel is connected to now (0 when it is not).
   [[nodiscard]] std::uint16_t connected_port() const {
-    return channel_->ready() ? channel_->connection().endpoint().port : 0;
+    auto at = session_->endpoint();
+    return channel_->ready() && at ? at->port : 0;
   }
 
   int setups = 0;
@@ -88,6 +92,7 @@ class Traffic {
   std::string queue_;
   wire::FieldTable arguments_;
   std::shared_ptr<client::RecoveringChannel> channel_;
+  std::vector<client::Consumer> consumers_;  // one per setup; an older one's channel is gone
   int total_ = 0, window_ = 0, next_ = 0;
   bool loop_post_more_ = false;
 };

@@ -35,25 +35,31 @@ TEST_P(SessionSuite, a_connection_the_broker_closes_is_dialled_again_and_setup_r
 
   int setups = 0;
   std::vector<std::string> received;
-  auto ch = session->channel([&](client::RecoveringChannel& c, client::Connection::Done done) {
+  std::vector<client::Consumer> consumers;
+  auto ch = session->channel([&](client::RecoveringChannel& c, client::Callback<void> done) {
     ++setups;
     // An exclusive queue dies with its connection: setup declares it again each time.
-    c.connection().queue_declare(c.id(), wire::QueueDeclare{queue, false, false, true, false},
-                                 [&c, done, &received, queue](const Error* e, const wire::Method*) {
-                                   if (e) return done(e);
-                                   c.consume(wire::BasicConsume{queue}, 10,
-                                             [&c, &received](const engine::Message& m, client::RecoveringChannel::DeliveryRef ref) {
-                                               received.push_back(text_of(m.body));
-                                               (void)c.ack(ref);
-                                             },
-                                             [done](const Error* e, const wire::Method*) { done(e); });
-                                 });
+    c.channel().queue_declare({.name = queue, .exclusive = true}, [&c, done, &received, &consumers, queue](Result<client::QueueDeclared> q) {
+      if (!q) return done(q.error());
+      c.channel().consume({.queue = queue, .prefetch = 10},
+                          [&received](const client::Delivery& m) {
+                            received.emplace_back(m.body_text());
+                            (void)m.ack();
+                          },
+                          [done, &consumers](Result<client::Consumer> r) {
+                            if (!r) return done(r.error());
+                            consumers.push_back(std::move(*r));
+                            done(Result<void>());
+                          });
+    });
   });
   ASSERT_TRUE(loop.run_until([&] { return ch->ready(); }));
 
   auto publish = [&](const std::string& body) {
     std::optional<engine::PublishOutcome> outcome;
-    ch->publish(wire::BasicPublish{"", queue}, {}, text(body), 10s, [&](engine::PublishOutcome o, const Error&) { outcome = o; });
+    ch->publish({.routing_key = queue, .timeout = 10s}, text(body), [&](Result<engine::PublishOutcome> o) {
+      outcome = o.ok() ? *o : engine::PublishOutcome::failed;
+    });
     EXPECT_TRUE(loop.run_until([&] { return outcome.has_value(); }));
     return outcome.value_or(engine::PublishOutcome::failed);
   };
@@ -72,7 +78,7 @@ TEST_P(SessionSuite, a_connection_the_broker_closes_is_dialled_again_and_setup_r
   EXPECT_EQ(received, (std::vector<std::string>{"before", "after"}));
 
   bool closed = false;
-  session->close([&](const Error*) { closed = true; });
+  session->close([&](Result<void>) { closed = true; });
   ASSERT_TRUE(loop.run_until([&] { return closed; }));
 }
 

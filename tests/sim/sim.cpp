@@ -94,7 +94,8 @@ struct Sim::Impl {
   int session_scope = -1;
   bool session_closed = false;
   std::vector<std::shared_ptr<client::RecoveringChannel>> rchannels;
-  std::vector<std::pair<std::size_t, client::RecoveringChannel::DeliveryRef>> session_unacked;
+  std::vector<client::Message> session_unacked;
+  std::vector<client::Consumer> session_consumers;
 
   // ---- the Pool
   std::shared_ptr<client::Pool> pool;
@@ -184,6 +185,12 @@ struct Sim::Impl {
         if (!world.acked.contains(key)) violation("confirms: " + key + " reported confirmed, the broker never acked it");
         confirmed.insert(key);
       }
+    };
+  }
+  client::Callback<engine::PublishOutcome> session_settled(int id, std::string key) {
+    return [inner = settled(id, std::move(key))](Result<engine::PublishOutcome> r) {
+      if (r.ok()) inner(*r, Error{});
+      else inner(engine::PublishOutcome::failed, r.error());
     };
   }
   std::string body(bool large = false) {
@@ -371,13 +378,16 @@ struct Sim::Impl {
     if (!session || session_closed) return;
     const std::size_t k = rchannels.size();
     const std::string q = "s" + std::to_string(k);
-    rchannels.push_back(session->channel([this, k, q](client::RecoveringChannel& ch, Connection::Done done) {
-      ch.connection().queue_declare(ch.id(), wire::QueueDeclare{q}, [this, &ch, k, q, done](const Error* e, const wire::Method*) {
-        if (e) return done(e);
-        ch.consume(
-            wire::BasicConsume{q}, std::nullopt,
-            [this, k](const engine::Message&, client::RecoveringChannel::DeliveryRef ref) { session_unacked.emplace_back(k, ref); },
-            [done](const Error* e, const wire::Method*) { done(e); });
+    rchannels.push_back(session->channel([this, q](client::RecoveringChannel& ch, client::Callback<void> done) {
+      ch.channel().queue_declare({.name = q}, [this, &ch, q, done](Result<client::QueueDeclared> r) {
+        if (!r) return done(r.error());
+        ch.channel().consume(
+            {.queue = q}, [this](const client::Delivery& d) { session_unacked.push_back(d.take()); },
+            [this, done](Result<client::Consumer> c) {
+              if (!c) return done(c.error());
+              session_consumers.push_back(std::move(*c));
+              done(Result<void>());
+            });
       });
     }));
   }
@@ -386,20 +396,21 @@ struct Sim::Impl {
     const std::size_t k = static_cast<std::size_t>(a) % rchannels.size();
     const std::string text = body();
     const std::string key = test::BrokerWorld::key_of(text);
-    rchannels[k]->publish(wire::BasicPublish{"", "s" + std::to_string(k)}, {}, bytes_of(text), timeouts[b % 4],
-                          settled(reg(session_scope, "session publish " + key), key));
+    const std::string queue = "s" + std::to_string(k);
+    rchannels[k]->publish({.routing_key = queue, .timeout = timeouts[b % 4]}, bytes_of(text),
+                          session_settled(reg(session_scope, "session publish " + key), key));
   }
   void session_ack(int a) {
     if (session_unacked.empty()) return;
     const std::size_t i = static_cast<std::size_t>(a) % session_unacked.size();
-    auto [k, ref] = session_unacked[i];
+    auto m = std::move(session_unacked[i]);
     session_unacked.erase(session_unacked.begin() + static_cast<std::ptrdiff_t>(i));
-    (void)rchannels[k]->ack(ref);
+    (void)m.ack();
   }
   void session_close() {
     if (!session || session_closed) return;
     session_closed = true;
-    session->close([this, id = reg(session_scope, "session close", true, true)](const Error*) { final_report(id); });
+    session->close([this, id = reg(session_scope, "session close", true, true)](Result<void>) { final_report(id); });
   }
 
   // ---- the Pool
@@ -563,11 +574,13 @@ struct Sim::Impl {
       for (std::size_t k = 0; k < rchannels.size(); ++k) {
         const std::string text = body();
         const std::string key = test::BrokerWorld::key_of(text);
-        auto inner = settled(reg(session_scope, "session publish " + key + " (at the end)"), key);
-        rchannels[k]->publish(wire::BasicPublish{"", "s" + std::to_string(k)}, {}, bytes_of(text), 5000ms,
-                              [&outcomes, k, inner](engine::PublishOutcome o, const Error& e) {
-                                outcomes[k] = o == engine::PublishOutcome::confirmed ? "confirmed" : e.to_string();
-                                inner(o, e);
+        auto inner = session_settled(reg(session_scope, "session publish " + key + " (at the end)"), key);
+        const std::string queue = "s" + std::to_string(k);
+        rchannels[k]->publish({.routing_key = queue, .timeout = 5000ms}, bytes_of(text),
+                              [&outcomes, k, inner](Result<engine::PublishOutcome> r) {
+                                outcomes[k] = r.ok() && *r == engine::PublishOutcome::confirmed ? "confirmed"
+                                              : r.ok() ? "written" : r.error().to_string();
+                                inner(std::move(r));
                               });
       }
       for (int i = 0; i < 8; ++i) driver.advance(1000ms);

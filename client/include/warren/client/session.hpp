@@ -10,8 +10,9 @@
 // - A publish whose confirm was outstanding at the drop fails with outcome `failed` ("its
 //   fate is unknown") and is never republished: the broker may have it.
 // - A delivery from before the drop cannot be settled: its tag belonged to the dead channel.
-//   ack()/nack() on it send nothing and say so; the broker redelivers the message. Processing
-//   is therefore at least once.
+//   ack()/nack() on the Delivery or Message send nothing and say so (errc::channel_closed);
+//   the broker redelivers the message. Processing is therefore at least once. A stream
+//   consumer of the dead channel never hands out what it had buffered.
 // - The first connection is retried too while its failures are transient; refused
 //   credentials (403), a missing vhost (530) and invalid options fail at once, and so does
 //   every publish still waiting.
@@ -59,14 +60,9 @@ class Session;
 // A channel that is re-opened, put in confirm mode and set up again after every reconnect.
 class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel> {
  public:
-  // Runs on each new channel, after confirm.select; `done(nullptr)` marks the channel ready.
-  using Setup = std::function<void(RecoveringChannel& channel, Connection::Done done)>;
-  // Which connection generation a delivery came from, so a stale one is never settled.
-  struct DeliveryRef {
-    std::uint64_t epoch = 0;
-    std::uint64_t delivery_tag = 0;
-  };
-  using OnMessage = std::function<void(const engine::Message& message, DeliveryRef ref)>;
+  // Runs on each new channel, after confirm.select, with that generation's Channel handle
+  // (declare, bind, consume on it); `done` with success marks the channel ready.
+  using Setup = std::function<void(RecoveringChannel& channel, Callback<void> done)>;
   enum class State { opening, ready, retrying };
   struct Status {
     State state = State::opening;
@@ -80,31 +76,26 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   std::function<void(const Status& status)> on_status;
   [[nodiscard]] const Status& status() const noexcept { return status_; }
 
-  // Publishes now if the channel is ready, else waits until it is. `timeout` bounds the whole
-  // publish: the wait, the write and, in confirm mode, the broker's answer.
-  void publish(const wire::BasicPublish& m, const wire::BasicProperties& properties, std::span<const std::byte> body,
-               engine::Duration timeout, Connection::Settled done);
-  // For setup functions: a subscription on this generation of the channel.
-  void consume(const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch, OnMessage on_message,
-               Connection::Answer done);
-  // The connection and channel of this generation, for setup's declarations.
-  [[nodiscard]] Connection& connection() const { return *connection_; }
-  [[nodiscard]] engine::ChannelId id() const noexcept { return channel_; }
+  // Publishes now if the channel is ready, else waits until it is. The publish's timeout
+  // (unset: the session's client.engine.request_timeout) bounds all of it: the wait, the
+  // write and the broker's answer. The outcome is reported as by Channel::publish.
+  void publish(const Publish& publish, std::span<const std::byte> body, Callback<engine::PublishOutcome> done);
+  // This generation's channel: for setup's declarations and subscriptions. An empty handle
+  // (every verb fails) while there is none; a handle of an earlier generation fails with
+  // that channel's cause.
+  [[nodiscard]] const Channel& channel() const noexcept { return channel_; }
+  [[nodiscard]] engine::ChannelId id() const noexcept { return channel_.id(); }
   [[nodiscard]] bool ready() const noexcept { return ready_; }
   [[nodiscard]] std::size_t waiting() const noexcept { return waiting_.size(); }
   [[nodiscard]] std::size_t in_flight() const noexcept { return deadlines_.size() - waiting_.size(); }
 
-  // A delivery from an earlier connection is refused with errc::channel_closed and nothing
-  // is sent (its tag means nothing to the new channel).
-  [[nodiscard]] Result<void> ack(DeliveryRef ref, bool multiple = false);
-  [[nodiscard]] Result<void> nack(DeliveryRef ref, bool multiple, bool requeue);
 
  private:
   friend class Session;
   struct Waiting;
   struct Tracked;  // one publish until its outcome is reported, waiting or sent
   RecoveringChannel(Session& session, Setup setup);
-  void attach(std::shared_ptr<Connection> connection, std::uint64_t epoch);  // opens it
+  void attach(std::shared_ptr<Connection> connection);  // opens it
   void detach();  // the connection is gone
   void open();    // channel.open, confirm.select, setup, on the current connection
   void failed(const Error& cause);  // this channel (not the connection) failed: retry it
@@ -112,18 +103,15 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   void set_status(Status status);
   void flush_waiting();
   // Hands a publish to the connection, with the rest of its own deadline as the engine's.
-  void send(const wire::BasicPublish& m, const wire::BasicProperties& properties, std::span<const std::byte> body,
-            const std::shared_ptr<Tracked>& t);
+  void send(const Publish& p, std::span<const std::byte> body, const std::shared_ptr<Tracked>& t);
   void expire();  // publishes past their deadline, waiting or sent
   void rearm();   // the deadline timer, for the earliest deadline or none
-  static void settle(const std::shared_ptr<Tracked>& t, engine::PublishOutcome outcome, const Error& cause);
-  [[nodiscard]] Result<void> check(DeliveryRef ref) const;
+  static void settle(const std::shared_ptr<Tracked>& t, Result<engine::PublishOutcome> outcome);
 
   Session& session_;
   Setup setup_;
   std::shared_ptr<Connection> connection_;
-  engine::ChannelId channel_ = 0;
-  std::uint64_t epoch_ = 0;
+  Channel channel_;
   std::uint64_t open_generation_ = 0;  // callbacks of an earlier open attempt are stale
   bool ready_ = false;
   Status status_;
@@ -153,12 +141,17 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A recovering channel; its setup runs now if connected, and after every reconnect.
   [[nodiscard]] std::shared_ptr<RecoveringChannel> channel(RecoveringChannel::Setup setup);
-  void close(Connection::Done done);
+  void close(Callback<void> done);
 
   [[nodiscard]] const Status& status() const noexcept { return status_; }
   // Connected, and every recovering channel ready.
   [[nodiscard]] bool healthy() const noexcept;
   [[nodiscard]] Driver& driver() noexcept { return driver_; }
+  // The host the session is connected to now; nullopt while it is not.
+  [[nodiscard]] std::optional<Endpoint> endpoint() const {
+    if (connection_ && connection_->is_open()) return connection_->endpoint();
+    return std::nullopt;
+  }
   [[nodiscard]] std::size_t max_waiting_publishes() const noexcept { return options_.max_waiting_publishes; }
 
  private:
@@ -177,12 +170,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::mt19937_64 random_;
   Status status_;
   std::shared_ptr<Connection> connection_;
-  std::uint64_t epoch_ = 0;
   std::unique_ptr<Timer> retry_timer_;
   std::vector<std::shared_ptr<RecoveringChannel>> channels_;
   bool ever_connected_ = false;
   std::size_t first_host_ = 0;  // each attempt starts one host further along the URL
-  Connection::Done on_closed_;
 };
 
 }  // namespace warren::client
