@@ -71,8 +71,8 @@ void Connection::Waiters::settle(const Error& cause, bool close_succeeded) {
   for (auto& done : answers) done(&cause, nullptr);
   for (auto& done : publishes) done(engine::PublishOutcome::failed, cause);
   for (auto& fn : ended) fn(&cause);
-  if (on_ready) on_ready(&cause);
-  for (auto& done : close_waiters) done(close_succeeded ? nullptr : &cause);
+  if (on_ready) on_ready(cause);
+  for (auto& done : close_waiters) done(close_succeeded ? Result<void>() : Result<void>(cause));
 }
 
 void Connection::later(std::function<void()> fn) {
@@ -198,7 +198,7 @@ void Connection::dispatch(const engine::Event& event) {
         using E = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<E, engine::Connected>) {
           ready_reported_ = true;
-          if (on_ready_) on_ready_(nullptr);
+          if (on_ready_) on_ready_(Result<void>());
         } else if constexpr (std::is_same_v<E, engine::Closed>) {
           // A host that took the TCP connection but failed the handshake (timed out, closed
           // it, 320) is one failed host: the next is tried. Refused credentials or vhost are
@@ -504,9 +504,9 @@ Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, b
 }
 
 void Connection::close(Done done) {
-  if (!done) done = [](const Error*) {};
+  if (!done) done = [](Result<void>) {};
   if (closed_reported_) {  // already over: nothing to close
-    later([done = std::move(done)] { done(nullptr); });
+    later([done = std::move(done)] { done(Result<void>()); });
     return;
   }
   close_waiters_.push_back(std::move(done));

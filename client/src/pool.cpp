@@ -31,8 +31,7 @@ std::shared_ptr<Pool> Pool::create(Driver& driver, ConnectionUrl url, PoolOption
 void Pool::borrow(Borrowed done) {
   if (closing_) {
     driver_.post([done = std::move(done)] {
-      Error e = make_error(errc::connection_closed, "the pool is closing");
-      done(&e, Lease{});
+      done(make_error(errc::connection_closed, "the pool is closing"));
     });
     return;
   }
@@ -52,7 +51,7 @@ void Pool::serve() {
       auto waiter = std::move(waiters_.front());
       waiters_.pop_front();
       auto lease = std::shared_ptr<Lease>(new Lease(weak_from_this(), std::move(connection)));
-      driver_.post([waiter = std::move(waiter), lease] { waiter(nullptr, std::move(*lease)); });
+      driver_.post([waiter = std::move(waiter), lease] { waiter(std::move(*lease)); });
       continue;
     }
     // One dial per waiter not already covered by a dial in flight, within the size bound.
@@ -73,9 +72,10 @@ void Pool::dial() {
     if (waiters_.empty()) return;
     auto waiter = std::move(waiters_.front());
     waiters_.pop_front();
-    driver_.post([waiter = std::move(waiter), cause] { waiter(&cause, Lease{}); });
+    driver_.post([waiter = std::move(waiter), cause] { waiter(cause); });
   };
-  *holder = Connection::connect(driver_, url_, options_.client, [this, weak, holder, fail_one](const Error* e) {
+  *holder = Connection::connect(driver_, url_, options_.client, [this, weak, holder, fail_one](Result<void> r) {
+    const Error* e = r ? nullptr : &r.error();
     auto self = weak.lock();
     auto connection = std::move(*holder);
     if (!self) return;
@@ -95,30 +95,30 @@ void Pool::dial() {
       if (pool && c) pool->drop(c);
     };
     if (closing_) {
-      connection->close([](const Error*) {});
+      connection->close([](Result<void>) {});
       return;
     }
-    auto ready = [this, weak, weak_connection, fail_one](const Error* e) {
+    auto ready = [this, weak, weak_connection, fail_one](Result<void> r) {
       auto self = weak.lock();
       auto c = weak_connection.lock();
       if (!self || !c) return;
-      if (e) {
-        fail_one(*e);
+      if (!r) {
+        fail_one(r.error());
         drop(c);
-        c->close([](const Error*) {});
+        c->close([](Result<void>) {});
         return;
       }
       give_back(c);
     };
     if (options_.on_connect) options_.on_connect(*connection, ready);
-    else ready(nullptr);
+    else ready(Result<void>());
   });
 }
 
 void Pool::give_back(std::shared_ptr<Connection> connection) {
   if (std::find(members_.begin(), members_.end(), connection) == members_.end()) return;  // dropped already
   if (closing_) {
-    connection->close([](const Error*) {});
+    connection->close([](Result<void>) {});
     return;
   }
   if (!connection->is_open()) {  // it failed while lent: its slot is free once it is gone
@@ -139,19 +139,18 @@ void Pool::drop(const std::shared_ptr<Connection>& connection) {
   maybe_closed();
 }
 
-void Pool::close(Connection::Done done) {
+void Pool::close(Callback<void> done) {
   closing_ = true;
   on_closed_ = std::move(done);
   auto waiters = std::move(waiters_);
   waiters_.clear();
   for (auto& waiter : waiters)
     driver_.post([waiter = std::move(waiter)] {
-      Error e = make_error(errc::connection_closed, "the pool is closing");
-      waiter(&e, Lease{});
+      waiter(make_error(errc::connection_closed, "the pool is closing"));
     });
   auto idle = idle_;
   for (auto& c : idle) {
-    if (c->is_open()) c->close([](const Error*) {});
+    if (c->is_open()) c->close([](Result<void>) {});
     else drop(c);
   }
   maybe_closed();
@@ -161,7 +160,7 @@ void Pool::maybe_closed() {
   if (!closing_ || slots_ != 0 || !on_closed_) return;
   auto done = std::move(on_closed_);
   on_closed_ = nullptr;
-  driver_.post([done = std::move(done)] { done(nullptr); });
+  driver_.post([done = std::move(done)] { done(Result<void>()); });
 }
 
 }  // namespace warren::client

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <random>
 
+#include "channel_core.hpp"
+
 namespace warren::client {
 namespace {
 
@@ -18,98 +20,104 @@ std::string random_prefix() {
 
 }  // namespace
 
-RpcClient::RpcClient(Driver& driver, std::shared_ptr<Connection> connection, engine::ChannelId channel)
-    : driver_(driver), connection_(std::move(connection)), channel_(channel), id_prefix_(random_prefix()) {}
+RpcClient::RpcClient(Channel channel)
+    : driver_(*channel.core()->driver), channel_(std::move(channel)), id_prefix_(random_prefix()) {}
 
-std::shared_ptr<RpcClient> RpcClient::start(Driver& driver, std::shared_ptr<Connection> connection,
-                                            engine::ChannelId channel, Connection::Done ready) {
-  std::shared_ptr<RpcClient> self(new RpcClient(driver, std::move(connection), channel));
+std::shared_ptr<RpcClient> RpcClient::start(Channel channel, Callback<void> ready) {
+  if (!ready) ready = [](Result<void>) {};
+  if (!channel.core()) {
+    ready(make_error(errc::invalid_argument, "RpcClient::start needs an open channel"));
+    return nullptr;
+  }
+  std::shared_ptr<RpcClient> self(new RpcClient(std::move(channel)));
   std::weak_ptr<RpcClient> weak = self;
-  self->timer_ = driver.timer([weak] {
+  self->timer_ = self->driver_.timer([weak] {
     if (auto s = weak.lock()) s->on_timer();
   });
-  auto shared_ready = std::make_shared<Connection::Done>(std::move(ready));
-  self->connection_->confirm_select(channel, [weak, shared_ready](const Error* e, const wire::Method*) {
+  self->channel_.confirm_select([weak, ready](Result<void> r) {
     auto s = weak.lock();
     if (!s) return;
-    if (e) {
-      s->gone_ = *e;  // later calls fail at once: there is no reply consumer
-      return (*shared_ready)(e);
+    if (!r) {
+      s->gone_ = r.error();  // later calls fail at once: there is no reply consumer
+      return ready(r.error());
     }
-    // no_ack is what direct reply-to requires: the broker refuses an acking consumer.
-    s->connection_->consume(
-        s->channel_, wire::BasicConsume{direct_reply_to, "", false, true}, std::nullopt,
-        [weak](const engine::Message& m) {
-          if (auto s = weak.lock()) s->on_reply(m);
-        },
-        [weak](const Error* cause) {
-          if (auto s = weak.lock()) s->on_ended(cause);
-        },
-        [weak, shared_ready](const Error* e, const wire::Method*) {
-          if (auto s = weak.lock(); s && e && !s->gone_) s->gone_ = *e;
-          (*shared_ready)(e);
-        });
+    // auto_ack is what direct reply-to requires: the broker refuses an acking consumer.
+    s->channel_.consume({.queue = std::string(direct_reply_to), .auto_ack = true},
+                        [weak](const Delivery& m) {
+                          if (auto s = weak.lock()) s->on_reply(m);
+                        },
+                        [weak, ready](Result<Consumer> c) {
+                          auto s = weak.lock();
+                          if (!s) return;
+                          if (!c) {
+                            if (!s->gone_) s->gone_ = c.error();
+                            return ready(c.error());
+                          }
+                          s->replies_ = std::move(*c);
+                          s->replies_.on_ended([weak](const Error& cause) {
+                            if (auto s = weak.lock()) s->on_ended(cause);
+                          });
+                          ready(Result<void>());
+                        });
   });
   return self;
 }
 
-void RpcClient::call(std::string_view exchange, std::string_view routing_key, wire::BasicProperties properties,
-                     std::span<const std::byte> body, engine::Duration timeout, Reply done) {
+void RpcClient::call(const RpcCall& call, std::span<const std::byte> body, Callback<Message> done) {
+  if (!done) done = [](Result<Message>) {};
   if (gone_) {
-    Error cause = *gone_;
-    driver_.post([done = std::move(done), cause] { done(&cause, nullptr); });
+    driver_.post([done = std::move(done), cause = *gone_] { done(cause); });
     return;
   }
   std::string id = id_prefix_ + std::to_string(++next_id_);
-  properties.reply_to = direct_reply_to;
-  properties.correlation_id = id;
-  auto deadline = deadlines_.emplace(driver_.now() + timeout, id);
+  Publish p{.exchange = call.exchange, .routing_key = call.routing_key, .mandatory = true, .properties = call.properties};
+  p.properties.reply_to = direct_reply_to;
+  p.properties.correlation_id = id;
+  auto deadline = deadlines_.emplace(driver_.now() + call.timeout, id);
   calls_.emplace(id, Call{std::move(done), deadline});
   rearm();
   std::weak_ptr<RpcClient> weak = weak_from_this();
-  connection_->publish(channel_, wire::BasicPublish{exchange, routing_key, true}, properties, body,
-                       [weak, id](engine::PublishOutcome outcome, const Error& cause) {
-                         auto s = weak.lock();
-                         if (!s || outcome == engine::PublishOutcome::confirmed) return;
-                         s->finish(id, &cause, nullptr);
-                       });
+  channel_.publish(p, body, [weak, id](Result<engine::PublishOutcome> outcome) {
+    auto s = weak.lock();
+    if (!s || outcome.ok()) return;
+    s->finish(id, std::move(outcome).error());
+  });
 }
 
-void RpcClient::on_reply(const engine::Message& reply) {
-  const auto id = reply.properties ? reply.properties->correlation_id : std::nullopt;
+void RpcClient::on_reply(const Delivery& reply) {
+  const auto id = reply.properties().correlation_id;
   if (!id || !calls_.contains(std::string(*id))) {
     ++dropped_;
     return;
   }
-  finish(std::string(*id), nullptr, &reply);
+  finish(std::string(*id), reply.take());
 }
 
-void RpcClient::finish(const std::string& id, const Error* error, const engine::Message* reply) {
+void RpcClient::finish(const std::string& id, Result<Message> outcome) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;  // already answered, timed out or failed
-  Reply done = std::move(it->second.done);
+  auto done = std::move(it->second.done);
   deadlines_.erase(it->second.deadline);
   calls_.erase(it);
   rearm();
-  done(error, reply);
+  done(std::move(outcome));
 }
 
-void RpcClient::on_ended(const Error* cause) {
-  gone_ = cause ? *cause : make_error(errc::consumer_cancelled, "the reply consumer was cancelled");
-  std::vector<Reply> failing;
+void RpcClient::on_ended(const Error& cause) {
+  gone_ = cause;
+  std::vector<Callback<Message>> failing;
   for (auto& [id, call] : calls_) failing.push_back(std::move(call.done));
   calls_.clear();
   deadlines_.clear();
   rearm();
-  for (auto& done : failing) done(&*gone_, nullptr);
+  for (auto& done : failing) done(*gone_);
 }
 
 void RpcClient::on_timer() {
   const auto now = driver_.now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     std::string id = deadlines_.begin()->second;
-    Error cause = make_error(errc::timeout, "no reply to call " + id);
-    finish(id, &cause, nullptr);
+    finish(id, make_error(errc::timeout, "no reply to call " + id));
   }
   rearm();
 }
@@ -121,40 +129,43 @@ void RpcClient::rearm() {
 
 // ---- server
 
-RpcServer::RpcServer(std::shared_ptr<Connection> connection, engine::ChannelId channel, Handler handler)
-    : connection_(std::move(connection)), channel_(channel), handler_(std::move(handler)) {}
+RpcServer::RpcServer(Channel channel, Handler handler) : channel_(std::move(channel)), handler_(std::move(handler)) {}
 
-std::shared_ptr<RpcServer> RpcServer::start(std::shared_ptr<Connection> connection, engine::ChannelId channel,
-                                            std::string queue, Handler handler, Connection::Done ready) {
-  std::shared_ptr<RpcServer> self(new RpcServer(std::move(connection), channel, std::move(handler)));
+std::shared_ptr<RpcServer> RpcServer::start(Channel channel, std::string queue, Handler handler, Callback<void> ready) {
+  if (!ready) ready = [](Result<void>) {};
+  std::shared_ptr<RpcServer> self(new RpcServer(std::move(channel), std::move(handler)));
   std::weak_ptr<RpcServer> weak = self;
-  self->connection_->consume(
-      channel, wire::BasicConsume{queue}, std::nullopt,
-      [weak](const engine::Message& m) {
-        if (auto s = weak.lock()) s->on_request(m);
-      },
-      [weak](const Error* cause) {
-        auto s = weak.lock();
-        if (s && cause && s->on_ended) s->on_ended(*cause);
-      },
-      [ready = std::move(ready)](const Error* e, const wire::Method*) { ready(e); });
+  self->channel_.consume({.queue = std::move(queue)},
+                         [weak](const Delivery& m) {
+                           if (auto s = weak.lock()) s->on_request(m);
+                         },
+                         [weak, ready = std::move(ready)](Result<Consumer> c) {
+                           auto s = weak.lock();
+                           if (!s) return;
+                           if (!c) return ready(c.error());
+                           s->requests_ = std::move(*c);
+                           s->requests_.on_ended([weak](const Error& cause) {
+                             // Only a dropped server cancels its own consumer, and then it is gone.
+                             auto s = weak.lock();
+                             if (s && s->on_ended) s->on_ended(cause);
+                           });
+                           ready(Result<void>());
+                         });
   return self;
 }
 
-void RpcServer::on_request(const engine::Message& request) {
-  const auto reply_to = request.properties ? request.properties->reply_to : std::nullopt;
+void RpcServer::on_request(const Delivery& request) {
+  const auto reply_to = request.properties().reply_to;
   if (!reply_to || reply_to->empty()) {
     ++dropped_;
-    (void)connection_->ack(channel_, request.delivery_tag);
+    (void)request.ack();
     return;
   }
   std::string answer = handler_(request);
-  wire::BasicProperties properties;
-  properties.correlation_id = request.properties->correlation_id;
   // The ack follows the answer on the same channel, so the broker sees the answer first.
-  connection_->publish(channel_, wire::BasicPublish{"", *reply_to}, properties,
-                       std::as_bytes(std::span{answer.data(), answer.size()}), nullptr);
-  (void)connection_->ack(channel_, request.delivery_tag);
+  (void)channel_.publish({.routing_key = *reply_to, .properties = {.correlation_id = request.properties().correlation_id}},
+                         as_bytes(answer));
+  (void)request.ack();
   ++answered_;
 }
 

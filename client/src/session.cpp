@@ -302,11 +302,12 @@ void Session::dial() {
     std::rotate(url.endpoints.begin(), url.endpoints.begin() + static_cast<std::ptrdiff_t>(first_host_ % url.endpoints.size()),
                 url.endpoints.end());
   ++first_host_;
-  *holder = Connection::connect(driver_, url, options_.client, [weak, holder](const Error* e) {
+  *holder = Connection::connect(driver_, url, options_.client, [weak, holder](Result<void> r) {
+    const Error* e = r ? nullptr : &r.error();
     auto self = weak.lock();
     auto connection = std::move(*holder);
     if (!self || self->status_.state == State::closed) {
-      if (connection && !e) connection->close([](const Error*) {});
+      if (connection && !e) connection->close([](Result<void>) {});
       return;
     }
     if (e) return self->retry(*e);
@@ -371,10 +372,7 @@ void Session::close(Callback<void> done) {
     driver_.post([done = std::move(done)] { done(Result<void>()); });
     return;
   }
-  connection_->close([done = std::move(done)](const Error* e) {
-    if (e) done(*e);
-    else done(Result<void>());
-  });
+  connection_->close(std::move(done));
 }
 
 }  // namespace warren::client

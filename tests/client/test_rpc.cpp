@@ -23,12 +23,12 @@ class RpcTest : public ::testing::Test {
     conn = client::Connection::connect(driver, *url, {}, [&](const Error* e) { ready = !e; });
     driver.run();
     ASSERT_TRUE(ready);
-    engine::ChannelId ch = 0;
-    conn->open_channel([&](const Error*, engine::ChannelId id) { ch = id; });
+    client::Channel ch;
+    conn->open_channel([&](Result<client::Channel> r) { ch = r.value(); });
     driver.run();
-    ASSERT_NE(ch, 0);
+    ASSERT_TRUE(ch.is_open());
     std::optional<std::string> started;
-    rpc = client::RpcClient::start(driver, conn, ch, [&](const Error* e) { started = e ? e->to_string() : "ok"; });
+    rpc = client::RpcClient::start(ch, [&](Result<void> r) { started = r ? "ok" : r.error().to_string(); });
     driver.run();
     ASSERT_EQ(started.value_or("<none>"), "ok");
     // The reply consumer is in place before start() reported ready.
@@ -41,10 +41,9 @@ class RpcTest : public ::testing::Test {
   };
   std::shared_ptr<Answer> call(std::string_view body, engine::Duration timeout) {
     auto out = std::make_shared<Answer>();
-    rpc->call("", "requests", {}, std::as_bytes(std::span{body.data(), body.size()}), timeout,
-              [out](const Error* e, const engine::Message* reply) {
-                out->text = e ? "error: " + e->to_string()
-                              : std::string(reinterpret_cast<const char*>(reply->body.data()), reply->body.size());
+    rpc->call({.routing_key = "requests", .timeout = timeout}, std::as_bytes(std::span{body.data(), body.size()}),
+              [out](Result<client::Message> reply) {
+                out->text = reply ? std::string(reply->body_text()) : "error: " + reply.error().to_string();
               });
     driver.run();
     return out;

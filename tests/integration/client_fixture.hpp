@@ -124,6 +124,16 @@ class ClientSuite : public ::testing::TestWithParam<DriverKind> {
   }
   engine::ChannelId channel() { return channel(*conn); }
 
+  // A Channel handle (the API users touch) on `c`, or on the suite's connection.
+  client::Channel open_handle(client::Connection& c) {
+    std::optional<Result<client::Channel>> r;
+    c.open_channel([&](Result<client::Channel> ch) { r.emplace(std::move(ch)); });
+    if (!loop.run_until([&] { return r.has_value(); })) throw std::runtime_error("channel did not open");
+    if (!*r) throw std::runtime_error("open_channel: " + r->error().to_string());
+    return **r;
+  }
+  client::Channel open_handle() { return open_handle(*conn); }
+
   // Runs one request to its answer; returns the error text or "ok" and the printed reply.
   template <class Call>
   std::string answer(Call call) {

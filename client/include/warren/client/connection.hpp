@@ -39,7 +39,7 @@ struct ClientOptions {
 
 class Connection : public std::enable_shared_from_this<Connection>, private StreamEvents {
  public:
-  using Done = std::function<void(const Error* error)>;  // nullptr: it worked
+  using Done = Callback<void>;
   using Answer = std::function<void(const Error* error, const wire::Method* reply)>;
   using Settled = std::function<void(engine::PublishOutcome outcome, const Error& cause)>;
   using OnMessage = std::function<void(const engine::Message& message)>;
@@ -73,7 +73,23 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // A channel handle carrying every verb (see channel.hpp).
   void open_channel(Callback<Channel> done);
 
-  // ---- the id-based verbs under the Channel handles (Session, Rpc and Pool still use them)
+  void close(Done done);
+
+  [[nodiscard]] bool is_open() const noexcept { return engine_ && engine_->is_open(); }
+  // Output (and publishes waiting on a blocked connection) over the limit: pause publishing
+  // until on_writable.
+  [[nodiscard]] bool congested() const noexcept { return engine_ && engine_->congested(); }
+  [[nodiscard]] const Endpoint& endpoint() const { return url_.endpoints[endpoint_index_]; }
+  [[nodiscard]] Driver& driver() const noexcept { return driver_; }  // the loop this connection runs on
+
+ private:
+  friend class Channel;
+  friend class Delivery;
+  friend class Message;
+  friend class detail::ConsumerCore;
+
+  // ---- the id-based verbs under the handles. Not public: a channel number outlives its
+  // channel (the broker reuses it), so users reach a channel only through its Channel.
   void open_channel(std::function<void(const Error*, engine::ChannelId)> done);
   void close_channel(engine::ChannelId channel, Answer done);
   void exchange_declare(engine::ChannelId channel, const wire::ExchangeDeclare& m, Answer done);
@@ -123,18 +139,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   [[nodiscard]] Result<void> ack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple = false);
   [[nodiscard]] Result<void> nack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue);
   [[nodiscard]] Result<void> reject(engine::ChannelId channel, std::uint64_t delivery_tag, bool requeue);
-  void close(Done done);
 
-  [[nodiscard]] bool is_open() const noexcept { return engine_ && engine_->is_open(); }
-  // Output (and publishes waiting on a blocked connection) over the limit: pause publishing
-  // until on_writable.
-  [[nodiscard]] bool congested() const noexcept { return engine_ && engine_->congested(); }
-  [[nodiscard]] const Endpoint& endpoint() const { return url_.endpoints[endpoint_index_]; }
-  [[nodiscard]] Driver& driver() const noexcept { return driver_; }  // the loop this connection runs on
-
- private:
-  friend class Channel;
-  friend class detail::ConsumerCore;
   Connection(Driver& driver, ConnectionUrl url, ClientOptions options, Done on_ready);
   // A Channel's subscription (push or stream) on the consumer core it was given.
   void subscribe(engine::ChannelId channel, const ConsumeOptions& options, std::shared_ptr<detail::ConsumerCore> consumer,

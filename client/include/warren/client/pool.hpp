@@ -46,14 +46,14 @@ class Lease {
 struct PoolOptions {
   std::size_t size = 4;  // connections open at most, dialling ones included
   ClientOptions client;
-  // Runs on each new connection before it is first lent; `done(error)` lends it, or fails
-  // the borrow and drops the connection.
-  std::function<void(Connection& connection, Connection::Done done)> on_connect;
+  // Runs on each new connection before it is first lent; `done` with success lends it, with
+  // an error fails the borrow and drops the connection.
+  std::function<void(Connection& connection, Callback<void> done)> on_connect;
 };
 
 class Pool : public std::enable_shared_from_this<Pool> {
  public:
-  using Borrowed = std::function<void(const Error* error, Lease lease)>;
+  using Borrowed = Callback<Lease>;
 
   [[nodiscard]] static std::shared_ptr<Pool> create(Driver& driver, ConnectionUrl url, PoolOptions options);
 
@@ -62,7 +62,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
   void borrow(Borrowed done);
   // Closes idle connections and, as leases come back, the lent ones; fails every waiting
   // borrow. `done` runs once every connection is closed.
-  void close(Connection::Done done);
+  void close(Callback<void> done);
 
   [[nodiscard]] std::size_t open() const noexcept { return slots_; }   // open or dialling
   [[nodiscard]] std::size_t idle() const noexcept { return idle_.size(); }
@@ -86,7 +86,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
   std::vector<std::shared_ptr<Connection>> members_;  // every open connection, lent or idle
   std::deque<Borrowed> waiters_;
   bool closing_ = false;
-  Connection::Done on_closed_;
+  Callback<void> on_closed_;
 };
 
 }  // namespace warren::client

@@ -26,40 +26,42 @@ namespace warren::client {
 
 inline constexpr std::string_view direct_reply_to = "amq.rabbitmq.reply-to";
 
+struct RpcCall {
+  std::string_view exchange;  // empty: the default exchange, routing_key names the queue
+  std::string_view routing_key;
+  Properties properties;  // reply_to and correlation_id are set by the call
+  engine::Duration timeout{30000};
+};
+
 class RpcClient : public std::enable_shared_from_this<RpcClient> {
  public:
-  // The reply as it arrived, or the error; `reply` is valid during the call.
-  using Reply = std::function<void(const Error* error, const engine::Message* reply)>;
-
   // Puts `channel` (opened by the caller, used for nothing else) in confirm mode and starts
   // the reply consumer; `ready` runs once both are in place, or with the error.
-  [[nodiscard]] static std::shared_ptr<RpcClient> start(Driver& driver, std::shared_ptr<Connection> connection,
-                                                        engine::ChannelId channel, Connection::Done ready);
+  [[nodiscard]] static std::shared_ptr<RpcClient> start(Channel channel, Callback<void> ready);
 
-  // Sends `body` to `routing_key` on `exchange` with reply_to and a fresh correlation_id set
-  // over `properties`, and runs `done` once: with the reply, or with the failure (timeout
-  // after `timeout`, unroutable, nacked, reply consumer gone).
-  void call(std::string_view exchange, std::string_view routing_key, wire::BasicProperties properties,
-            std::span<const std::byte> body, engine::Duration timeout, Reply done);
+  // Sends `body` per `call` with reply_to and a fresh correlation_id, and runs `done` once:
+  // with the reply (owned), or with the failure (timeout, unroutable, nacked, reply consumer
+  // gone).
+  void call(const RpcCall& call, std::span<const std::byte> body, Callback<Message> done);
 
   [[nodiscard]] std::size_t in_flight() const noexcept { return calls_.size(); }
   [[nodiscard]] std::uint64_t dropped_replies() const noexcept { return dropped_; }
 
  private:
   struct Call {
-    Reply done;
+    Callback<Message> done;
     std::multimap<engine::Instant, std::string>::iterator deadline;
   };
-  RpcClient(Driver& driver, std::shared_ptr<Connection> connection, engine::ChannelId channel);
-  void on_reply(const engine::Message& reply);
-  void on_ended(const Error* cause);
-  void finish(const std::string& id, const Error* error, const engine::Message* reply);
+  explicit RpcClient(Channel channel);
+  void on_reply(const Delivery& reply);
+  void on_ended(const Error& cause);
+  void finish(const std::string& id, Result<Message> outcome);
   void on_timer();
   void rearm();
 
   Driver& driver_;
-  std::shared_ptr<Connection> connection_;
-  engine::ChannelId channel_;
+  Channel channel_;
+  Consumer replies_;
   std::string id_prefix_;
   std::uint64_t next_id_ = 0;
   std::unordered_map<std::string, Call> calls_;
@@ -75,11 +77,10 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
 // counted as dropped.
 class RpcServer : public std::enable_shared_from_this<RpcServer> {
  public:
-  using Handler = std::function<std::string(const engine::Message& request)>;
+  using Handler = std::function<std::string(const Delivery& request)>;
 
-  [[nodiscard]] static std::shared_ptr<RpcServer> start(std::shared_ptr<Connection> connection,
-                                                        engine::ChannelId channel, std::string queue,
-                                                        Handler handler, Connection::Done ready);
+  [[nodiscard]] static std::shared_ptr<RpcServer> start(Channel channel, std::string queue, Handler handler,
+                                                        Callback<void> ready);
   // Runs when the subscription ends for any reason but our own cancel.
   std::function<void(const Error& cause)> on_ended;
 
@@ -87,11 +88,11 @@ class RpcServer : public std::enable_shared_from_this<RpcServer> {
   [[nodiscard]] std::uint64_t dropped() const noexcept { return dropped_; }
 
  private:
-  RpcServer(std::shared_ptr<Connection> connection, engine::ChannelId channel, Handler handler);
-  void on_request(const engine::Message& request);
+  RpcServer(Channel channel, Handler handler);
+  void on_request(const Delivery& request);
 
-  std::shared_ptr<Connection> connection_;
-  engine::ChannelId channel_;
+  Channel channel_;
+  Consumer requests_;
   Handler handler_;
   std::uint64_t answered_ = 0;
   std::uint64_t dropped_ = 0;
