@@ -100,67 +100,64 @@ class ClientSuite : public ::testing::TestWithParam<DriverKind> {
     if (!u.ok()) throw std::runtime_error(u.error().to_string());
     std::optional<std::string> ready;
     auto c = client::Connection::connect(loop.driver(), *u, std::move(options),
-                                         [&](const Error* e) { ready = e ? e->to_string() : "ok"; });
+                                         [&](Result<void> r) { ready = r ? "ok" : r.error().to_string(); });
     if (!loop.run_until([&] { return ready.has_value(); }) || *ready != "ok")
       throw std::runtime_error("connect: " + ready.value_or("timed out"));
     return c;
   }
+  // Dials and reports how it ended: "ok" or the error's text.
+  std::pair<std::shared_ptr<client::Connection>, std::optional<Error>> try_connect(const std::string& url_text,
+                                                                                  client::ClientOptions options = {},
+                                                                                  std::chrono::milliseconds limit = 10s) {
+    auto u = client::parse_url(url_text);
+    if (!u.ok()) return {nullptr, u.error()};
+    std::optional<Result<void>> ready;
+    auto c = client::Connection::connect(loop.driver(), *u, std::move(options), [&](Result<void> r) { ready.emplace(std::move(r)); });
+    if (!loop.run_until([&] { return ready.has_value(); }, limit)) return {c, make_error(errc::timeout, "the test gave up")};
+    if (*ready) return {c, std::nullopt};
+    return {c, ready->error()};
+  }
+  void close(client::Connection& c) {
+    bool closed = false;
+    c.close([&](Result<void>) { closed = true; });
+    loop.run_until([&] { return closed; });
+  }
   void SetUp() override { conn = connect(); }
   void TearDown() override {
-    if (conn && conn->is_open()) {
-      bool closed = false;
-      conn->close([&](const Error*) { closed = true; });
-      loop.run_until([&] { return closed; });
-    }
+    if (conn && conn->is_open()) close(*conn);
   }
 
-  engine::ChannelId channel(client::Connection& c) {
-    std::optional<engine::ChannelId> ch;
-    c.open_channel([&](const Error* e, engine::ChannelId id) {
-      if (!e) ch = id;
-    });
-    if (!loop.run_until([&] { return ch.has_value(); })) throw std::runtime_error("channel did not open");
-    return *ch;
+  // Runs a callback-style operation to its Result.
+  template <class T, class Start>
+  Result<T> wait(Start start, std::chrono::milliseconds limit = 10s) {
+    std::optional<Result<T>> out;
+    start([&](Result<T> r) { out.emplace(std::move(r)); });
+    if (!loop.run_until([&] { return out.has_value(); }, limit))
+      return make_error(errc::timeout, "the test gave up waiting");
+    return std::move(*out);
   }
-  engine::ChannelId channel() { return channel(*conn); }
-
-  // A Channel handle (the API users touch) on `c`, or on the suite's connection.
-  client::Channel open_handle(client::Connection& c) {
-    std::optional<Result<client::Channel>> r;
-    c.open_channel([&](Result<client::Channel> ch) { r.emplace(std::move(ch)); });
-    if (!loop.run_until([&] { return r.has_value(); })) throw std::runtime_error("channel did not open");
-    if (!*r) throw std::runtime_error("open_channel: " + r->error().to_string());
-    return **r;
+  client::Channel open(client::Connection& c) {
+    auto r = wait<client::Channel>([&](auto done) { c.open_channel(done); });
+    if (!r) throw std::runtime_error("open_channel: " + r.error().to_string());
+    return *r;
   }
-  client::Channel open_handle() { return open_handle(*conn); }
-
-  // Runs one request to its answer; returns the error text or "ok" and the printed reply.
-  template <class Call>
-  std::string answer(Call call) {
-    std::optional<std::string> out;
-    call([&](const Error* e, const wire::Method* m) { out = e ? e->to_string() : (m ? wire::to_string(*m) : "ok"); });
-    if (!loop.run_until([&] { return out.has_value(); })) return "<no answer>";
-    return *out;
+  client::Channel open() { return open(*conn); }
+  std::string temp_queue(const client::Channel& ch,
+                         client::QueueDeclareOptions o = {.exclusive = true, .auto_delete = true}) {
+    auto q = wait<client::QueueDeclared>([&](auto done) { ch.queue_declare(o, done); });
+    if (!q) throw std::runtime_error("queue_declare: " + q.error().to_string());
+    return q->name;
   }
-  std::string declare(engine::ChannelId ch, const wire::QueueDeclare& q) {
-    std::string name;
-    std::optional<std::string> err;
-    conn->queue_declare(ch, q, [&](const Error* e, const wire::Method* m) {
-      if (e) err = e->to_string();
-      else name = std::string(std::get<wire::QueueDeclareOk>(*m).queue);
-    });
-    loop.run_until([&] { return err || !name.empty(); });
-    if (err) throw std::runtime_error(*err);
-    return name;
+  // "ok" or the error's text, for one comparison.
+  template <class T>
+  static std::string said(const Result<T>& r) {
+    return r ? "ok" : r.error().to_string();
   }
-  std::string confirm_publish(engine::ChannelId ch, const wire::BasicPublish& p, std::span<const std::byte> body,
-                              const wire::BasicProperties& props = {}, std::chrono::milliseconds limit = 10s) {
-    std::optional<std::string> out;
-    conn->publish(ch, p, props, body, [&](engine::PublishOutcome o, const Error& e) {
-      out = std::string(engine::to_string(o)) + (e.code ? " " + e.to_string() : "");
-    });
-    if (!loop.run_until([&] { return out.has_value(); }, limit)) return "<no outcome>";
-    return *out;
+  // A publish's outcome as one word or the error's text.
+  std::string confirm_publish(const client::Channel& ch, const client::Publish& p, std::span<const std::byte> body,
+                              std::chrono::milliseconds limit = 10s) {
+    auto r = wait<engine::PublishOutcome>([&](auto done) { ch.publish(p, body, done); }, limit);
+    return r ? std::string(engine::to_string(*r)) : r.error().to_string();
   }
 };
 

@@ -16,26 +16,6 @@ using namespace warren::client;
 
 class ChannelApi : public ClientSuite {
  protected:
-  // Runs a callback-style operation to its Result.
-  template <class T, class Start>
-  Result<T> wait(Start start, std::chrono::milliseconds limit = 10s) {
-    std::optional<Result<T>> out;
-    start([&](Result<T> r) { out.emplace(std::move(r)); });
-    if (!loop.run_until([&] { return out.has_value(); }, limit))
-      return make_error(errc::timeout, "the test gave up waiting");
-    return std::move(*out);
-  }
-  Channel open(Connection& c) {
-    auto r = wait<Channel>([&](auto done) { c.open_channel(done); });
-    if (!r) throw std::runtime_error("open_channel: " + r.error().to_string());
-    return *r;
-  }
-  Channel open() { return open(*conn); }
-  std::string temp_queue(const Channel& ch, QueueDeclareOptions o = {.exclusive = true, .auto_delete = true}) {
-    auto q = wait<QueueDeclared>([&](auto done) { ch.queue_declare(o, done); });
-    if (!q) throw std::runtime_error("queue_declare: " + q.error().to_string());
-    return q->name;
-  }
   // "ready unacked" for one queue, as the broker counts them.
   static std::string counts(const std::string& queue) {
     std::istringstream lines(rabbitmqctl("list_queues name messages_ready messages_unacknowledged"));

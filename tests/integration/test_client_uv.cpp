@@ -47,48 +47,52 @@ TEST(ClientUv, publish_confirm_consume_ack_close) {
   Loop l;
   std::optional<std::string> ready;
   auto conn = Connection::connect(*l.driver, url("amqp://guest:guest@127.0.0.1:" + env("RMQ_PORT") + "/%2f"), {},
-                                  [&](const Error* e) { ready = e ? e->to_string() : "ok"; });
+                                  [&](Result<void> r) { ready = r ? "ok" : r.error().to_string(); });
   ASSERT_TRUE(l.run_until([&] { return ready.has_value(); }));
   ASSERT_EQ(*ready, "ok");
 
-  engine::ChannelId ch = 0;
-  conn->open_channel([&](const Error* e, engine::ChannelId id) {
-    ASSERT_EQ(e, nullptr);
-    ch = id;
+  client::Channel ch;
+  conn->open_channel([&](Result<client::Channel> r) {
+    ASSERT_TRUE(r.ok());
+    ch = *r;
   });
-  ASSERT_TRUE(l.run_until([&] { return ch != 0; }));
+  ASSERT_TRUE(l.run_until([&] { return ch.is_open(); }));
   bool selected = false;
   std::string queue;
-  conn->confirm_select(ch, [&](const Error* e, const wire::Method*) { selected = !e; });
-  conn->queue_declare(ch, wire::QueueDeclare{"", false, false, true, true}, [&](const Error* e, const wire::Method* m) {
-    ASSERT_EQ(e, nullptr);
-    queue = std::string(std::get<wire::QueueDeclareOk>(*m).queue);
+  ch.confirm_select([&](Result<void> r) { selected = r.ok(); });
+  ch.queue_declare({.exclusive = true, .auto_delete = true}, [&](Result<client::QueueDeclared> q) {
+    ASSERT_TRUE(q.ok());
+    queue = q->name;
   });
   ASSERT_TRUE(l.run_until([&] { return selected && !queue.empty(); }));
 
   constexpr int n = 100;
   int confirmed = 0;
   for (int i = 0; i < n; ++i)
-    conn->publish(ch, wire::BasicPublish{"", queue}, {}, text("message " + std::to_string(i)),
-                  [&](engine::PublishOutcome o, const Error&) { confirmed += o == engine::PublishOutcome::confirmed; });
+    ch.publish({.routing_key = queue}, text("message " + std::to_string(i)), [&](Result<engine::PublishOutcome> o) {
+      confirmed += o && *o == engine::PublishOutcome::confirmed;
+    });
   ASSERT_TRUE(l.run_until([&] { return confirmed == n; }));
 
   int received = 0;
   bool in_order = true;
-  conn->consume(
-      ch, wire::BasicConsume{queue}, std::nullopt,
-      [&](const engine::Message& m) {
-        std::string body(reinterpret_cast<const char*>(m.body.data()), m.body.size());
-        in_order = in_order && body == "message " + std::to_string(received);
+  client::Consumer consumer;
+  ch.consume(
+      {.queue = queue},
+      [&](const client::Delivery& m) {
+        in_order = in_order && m.body_text() == "message " + std::to_string(received);
         ++received;
-        EXPECT_TRUE(conn->ack(m.channel, m.delivery_tag).ok());  // a callback may ack
+        EXPECT_TRUE(m.ack().ok());  // a callback may ack
       },
-      [](const Error* e, const wire::Method*) { ASSERT_EQ(e, nullptr); });
+      [&](Result<client::Consumer> c) {
+        ASSERT_TRUE(c.ok());
+        consumer = std::move(*c);
+      });
   ASSERT_TRUE(l.run_until([&] { return received == n; }));
   EXPECT_TRUE(in_order);
 
   std::optional<std::string> closed;
-  conn->close([&](const Error* e) { closed = e ? e->to_string() : "ok"; });
+  conn->close([&](Result<void> r) { closed = r ? "ok" : r.error().to_string(); });
   ASSERT_TRUE(l.run_until([&] { return closed.has_value(); }));
   EXPECT_EQ(*closed, "ok");
 }
@@ -98,8 +102,8 @@ TEST(ClientUv, a_wrong_password_is_refused_at_once) {
   std::optional<Error> error;
   bool done = false;
   auto conn = Connection::connect(*l.driver, url("amqp://guest:nope@127.0.0.1:" + env("RMQ_PORT")), {},
-                                  [&](const Error* e) {
-                                    if (e) error = *e;
+                                  [&](Result<void> r) {
+                                    if (!r) error = r.error();
                                     done = true;
                                   });
   ASSERT_TRUE(l.run_until([&] { return done; }, 5s));
@@ -112,8 +116,8 @@ TEST(ClientUv, a_refused_port_says_so) {
   Loop l;
   std::optional<Error> error;
   bool done = false;
-  auto conn = Connection::connect(*l.driver, url("amqp://127.0.0.1:1"), {}, [&](const Error* e) {
-    if (e) error = *e;
+  auto conn = Connection::connect(*l.driver, url("amqp://127.0.0.1:1"), {}, [&](Result<void> r) {
+    if (!r) error = r.error();
     done = true;
   });
   ASSERT_TRUE(l.run_until([&] { return done; }, 5s));
@@ -125,12 +129,12 @@ TEST(ClientUv, the_next_host_is_tried_when_one_fails) {
   Loop l;
   std::optional<std::string> ready;
   auto conn = Connection::connect(*l.driver, url("amqp://127.0.0.1:1,127.0.0.1:" + env("RMQ_PORT")), {},
-                                  [&](const Error* e) { ready = e ? e->to_string() : "ok"; });
+                                  [&](Result<void> r) { ready = r ? "ok" : r.error().to_string(); });
   ASSERT_TRUE(l.run_until([&] { return ready.has_value(); }));
   EXPECT_EQ(*ready, "ok");
   EXPECT_EQ(conn->endpoint().port, std::stoi(env("RMQ_PORT")));
   bool closed = false;
-  conn->close([&](const Error*) { closed = true; });
+  conn->close([&](Result<void>) { closed = true; });
   ASSERT_TRUE(l.run_until([&] { return closed; }));
 }
 
@@ -139,9 +143,9 @@ TEST(ClientUv, a_finished_program_does_not_wait_out_the_heartbeat) {
   bool closed = false;
   std::shared_ptr<Connection> conn;
   conn = Connection::connect(*l.driver, url("amqp://127.0.0.1:" + env("RMQ_PORT") + "?heartbeat=60"), {},
-                             [&](const Error* e) {
-                               ASSERT_EQ(e, nullptr);
-                               conn->close([&](const Error*) { closed = true; });
+                             [&](Result<void> r) {
+                               ASSERT_TRUE(r.ok());
+                               conn->close([&](Result<void>) { closed = true; });
                              });
   const auto started = std::chrono::steady_clock::now();
   uv_run(&l.loop, UV_RUN_DEFAULT);  // returns when nothing referenced is left
@@ -155,17 +159,17 @@ TEST(ClientUv, amqps_with_the_test_ca) {
   options.ca_pem = file_text(env("RMQ_DIR") + "/tls/ca.pem");
   std::optional<std::string> ready;
   auto conn = Connection::connect(*l.driver, url("amqps://localhost:" + env("RMQ_TLS_PORT")), options,
-                                  [&](const Error* e) { ready = e ? e->to_string() : "ok"; });
+                                  [&](Result<void> r) { ready = r ? "ok" : r.error().to_string(); });
   ASSERT_TRUE(l.run_until([&] { return ready.has_value(); }));
   EXPECT_EQ(*ready, "ok");
   bool closed = false;
-  conn->close([&](const Error*) { closed = true; });
+  conn->close([&](Result<void>) { closed = true; });
   ASSERT_TRUE(l.run_until([&] { return closed; }));
 
   std::optional<std::string> refused;
   options.ca_pem.clear();  // the system store does not know the test CA
   auto other = Connection::connect(*l.driver, url("amqps://localhost:" + env("RMQ_TLS_PORT")), options,
-                                   [&](const Error* e) { refused = e ? e->to_string() : "ok"; });
+                                   [&](Result<void> r) { refused = r ? "ok" : r.error().to_string(); });
   ASSERT_TRUE(l.run_until([&] { return refused.has_value(); }));
   // RabbitMQ sends its CA in the chain, so OpenSSL names a self-signed CA it does not trust.
   EXPECT_EQ(*refused, "TLS handshake failed: certificate rejected: self-signed certificate in certificate chain");

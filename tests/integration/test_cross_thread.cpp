@@ -11,7 +11,7 @@
 namespace warren::test {
 namespace {
 
-using namespace warren::wire;
+using namespace warren::client;
 
 int message_count() {
   const char* v = std::getenv("WARREN_CROSS_THREAD_COUNT");
@@ -20,22 +20,21 @@ int message_count() {
 
 TEST_P(ClientSuite, a_publisher_thread_hands_in_publishes_while_the_loop_consumes) {
   const int total = message_count();
-  auto ch = channel();
-  auto q = declare(ch, QueueDeclare{.exclusive = true, .auto_delete = true});
+  auto ch = open();
+  auto q = temp_queue(ch);
   std::atomic<int> received{0};
-  auto ok = answer([&](auto done) {
-    conn->consume(ch, BasicConsume{.queue = q, .consumer_tag = "cross-thread", .no_ack = true}, std::nullopt,
-                  [&](const engine::Message&) { received.fetch_add(1, std::memory_order_relaxed); }, done);
+  auto consumer = wait<Consumer>([&](auto done) {
+    ch.consume({.queue = q, .tag = "cross-thread", .auto_ack = true},
+               [&](const Delivery&) { received.fetch_add(1, std::memory_order_relaxed); }, done);
   });
-  ASSERT_EQ(ok, "basic.consume-ok(consumer_tag=\"cross-thread\")");
+  ASSERT_TRUE(consumer.ok()) << said(consumer);
   std::atomic<int> refused{0};
   auto& driver = loop.driver();
-  auto c = conn;
-  std::thread publisher([&driver, c, ch, q, total, &refused] {
+  std::thread publisher([&driver, ch, q, total, &refused] {
     for (int i = 0; i < total; ++i) {
-      driver.post([c, ch, q, &refused] {
+      driver.post([ch, q, &refused] {
         static const std::string body = "from another thread";
-        if (!c->publish(ch, BasicPublish{.routing_key = q}, {}, text(body)).ok()) refused.fetch_add(1);
+        if (!ch.publish({.routing_key = q}, text(body)).ok()) refused.fetch_add(1);
       });
       if (i % 1000 == 999) std::this_thread::yield();  // let the loop drain as it goes
     }

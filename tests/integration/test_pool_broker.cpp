@@ -11,44 +11,43 @@ using PoolSuite = ClientSuite;
 TEST_P(PoolSuite, twenty_borrows_share_two_connections_and_each_does_its_work) {
   auto url = client::parse_url("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f");
   ASSERT_TRUE(url.ok());
-  const std::string queue = declare(channel(), wire::QueueDeclare{"", false, false, true, true});
+  const std::string queue = temp_queue(open());
   client::PoolOptions options;
   options.size = 2;
   options.client.engine.connection_name = "warren-pool-test";
   int setups = 0;
-  options.on_connect = [&](client::Connection&, client::Connection::Done done) {
+  options.on_connect = [&](client::Connection&, client::Callback<void> done) {
     ++setups;
-    done(nullptr);
+    done(Result<void>());
   };
   auto pool = client::Pool::create(loop.driver(), *url, options);
 
   int confirmed = 0, failed = 0;
   std::size_t most_open = 0;
   for (int i = 0; i < 20; ++i) {
-    pool->borrow([&, queue](const Error* e, client::Lease lease) {
+    pool->borrow([&, queue](Result<client::Lease> lease) {
       most_open = std::max(most_open, pool->open());
-      if (e) {
+      if (!lease) {
         ++failed;
         return;
       }
-      auto shared = std::make_shared<client::Lease>(std::move(lease));
-      (*shared)->open_channel([&, shared, queue](const Error* e, engine::ChannelId ch) {
-        if (e) {
+      auto shared = std::make_shared<client::Lease>(std::move(*lease));
+      (*shared)->open_channel([&, shared, queue](Result<client::Channel> ch) {
+        if (!ch) {
           ++failed;
           return;
         }
-        (*shared)->confirm_select(ch, [&, shared, queue, ch](const Error* e, const wire::Method*) {
-          if (e) {
+        ch->confirm_select([&, shared, queue, ch = *ch](Result<void> r) {
+          if (!r) {
             ++failed;
             return;
           }
-          (*shared)->publish(ch, wire::BasicPublish{"", queue}, {}, text("pooled"),
-                             [&, shared, ch](engine::PublishOutcome o, const Error&) {
-                               (o == engine::PublishOutcome::confirmed ? confirmed : failed) += 1;
-                               (*shared)->close_channel(ch, [shared](const Error*, const wire::Method*) {
-                                 shared->release();  // the work is done: give it back
-                               });
-                             });
+          ch.publish({.routing_key = queue}, text("pooled"), [&, shared, ch](Result<engine::PublishOutcome> o) {
+            (o ? confirmed : failed) += 1;
+            ch.close([shared](Result<void>) {
+              shared->release();  // the work is done: give it back
+            });
+          });
         });
       });
     });
@@ -67,7 +66,7 @@ TEST_P(PoolSuite, twenty_borrows_share_two_connections_and_each_does_its_work) {
   EXPECT_EQ(seen, 2u) << listing;
 
   bool closed = false;
-  pool->close([&](const Error*) { closed = true; });
+  pool->close([&](Result<void>) { closed = true; });
   ASSERT_TRUE(loop.run_until([&] { return closed; }));
   EXPECT_EQ(pool->open(), 0u);
 }

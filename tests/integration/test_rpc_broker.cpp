@@ -16,12 +16,7 @@ class RpcSuite : public ClientSuite {
     EXPECT_EQ(ready.value_or("<none>"), "ok");
     return rpc;
   }
-  std::string server_queue() {
-    std::optional<Result<client::QueueDeclared>> q;
-    open_handle().queue_declare({.exclusive = true, .auto_delete = true}, [&](Result<client::QueueDeclared> r) { q.emplace(std::move(r)); });
-    if (!loop.run_until([&] { return q.has_value(); }) || !*q) throw std::runtime_error("queue_declare failed");
-    return (*q)->name;
-  }
+  std::string server_queue() { return temp_queue(open()); }
   // "re:body" or the error, as a call's outcome reads.
   static std::string said(const Result<client::Message>& r) { return r ? std::string(r->body_text()) : r.error().to_string(); }
 };
@@ -30,11 +25,11 @@ TEST_P(RpcSuite, a_thousand_concurrent_calls_on_one_channel_each_get_their_own_r
   const std::string requests = server_queue();
   std::optional<std::string> serving;
   auto server = client::RpcServer::start(
-      open_handle(), requests, [](const client::Delivery& m) { return "re:" + std::string(m.body_text()); },
+      open(), requests, [](const client::Delivery& m) { return "re:" + std::string(m.body_text()); },
       [&](Result<void> r) { serving = r ? "ok" : r.error().to_string(); });
   ASSERT_TRUE(loop.run_until([&] { return serving.has_value(); }));
   ASSERT_EQ(*serving, "ok");
-  auto rpc = start_client(open_handle());
+  auto rpc = start_client(open());
 
   constexpr int calls = 1000;
   int matched = 0, wrong = 0;
@@ -58,7 +53,7 @@ TEST_P(RpcSuite, a_thousand_concurrent_calls_on_one_channel_each_get_their_own_r
 TEST_P(RpcSuite, stray_and_duplicate_replies_are_dropped) {
   const std::string requests = server_queue();
   // A server that first answers with an id nobody asked for, then answers twice.
-  const auto server_ch = open_handle();
+  const auto server_ch = open();
   std::optional<std::string> consuming;
   client::Consumer server;
   server_ch.consume(
@@ -75,7 +70,7 @@ TEST_P(RpcSuite, stray_and_duplicate_replies_are_dropped) {
         if (r) server = std::move(*r);
       });
   ASSERT_TRUE(loop.run_until([&] { return consuming.has_value(); }));
-  auto rpc = start_client(open_handle());
+  auto rpc = start_client(open());
 
   std::vector<std::string> replies;
   rpc->call({.routing_key = requests, .timeout = 10s}, text("x"), [&](Result<client::Message> reply) { replies.push_back(said(reply)); });
@@ -84,7 +79,7 @@ TEST_P(RpcSuite, stray_and_duplicate_replies_are_dropped) {
 }
 
 TEST_P(RpcSuite, a_request_nobody_can_receive_fails_at_once_with_the_return) {
-  auto rpc = start_client(open_handle());
+  auto rpc = start_client(open());
   std::optional<std::string> outcome;
   const auto started = std::chrono::steady_clock::now();
   rpc->call({.routing_key = "no-such-queue-for-rpc", .timeout = 30s}, text("x"),
@@ -96,7 +91,7 @@ TEST_P(RpcSuite, a_request_nobody_can_receive_fails_at_once_with_the_return) {
 
 TEST_P(RpcSuite, a_call_without_an_answer_times_out_on_its_own_deadline) {
   const std::string requests = server_queue();  // nobody serves it
-  auto rpc = start_client(open_handle());
+  auto rpc = start_client(open());
   std::vector<std::string> outcomes;
   rpc->call({.routing_key = requests, .timeout = 300ms}, text("slow"),
             [&](Result<client::Message> r) { outcomes.push_back("300ms: " + said(r)); });
@@ -110,7 +105,7 @@ TEST_P(RpcSuite, a_call_without_an_answer_times_out_on_its_own_deadline) {
 
 TEST_P(RpcSuite, when_the_reply_consumer_ends_the_calls_in_flight_fail_at_once) {
   const std::string requests = server_queue();  // nobody serves it
-  const auto rpc_ch = open_handle();
+  const auto rpc_ch = open();
   auto rpc = start_client(rpc_ch);
   std::vector<std::string> outcomes;
   for (int i = 0; i < 3; ++i)
