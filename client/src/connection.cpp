@@ -90,9 +90,9 @@ void Connection::dial_next() {
     finish(last_dial_error_ ? *last_dial_error_ : make_error(errc::connection_lost, "no host to dial"));
     return;
   }
-  std::optional<tls::TlsOptions> tls;
+  std::optional<TlsSettings> tls;
   if (url_.tls) {
-    tls::TlsOptions t;
+    TlsSettings t;
     t.server_name = url_.server_name_indication.value_or(url_.endpoints[endpoint_index_].host);
     t.ca_pem = options_.ca_pem;
     t.client_cert_pem = options_.client_cert_pem;

@@ -673,7 +673,7 @@ class FakeDriver final : public client::Driver {
   engine::Instant now() override { return now_; }
 
   std::unique_ptr<client::Stream> dial(const client::Endpoint& endpoint, engine::Duration timeout,
-                                       std::optional<tls::TlsOptions>, client::StreamEvents& events) override {
+                                       std::optional<client::TlsSettings>, client::StreamEvents& events) override {
     ++dials;
     dialled.push_back(endpoint.port);
     auto it = hosts.find(endpoint.port);

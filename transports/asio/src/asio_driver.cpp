@@ -1,4 +1,5 @@
 #include "warren/asio/asio_driver.hpp"
+#include "warren/tls/tls_pump.hpp"
 
 #include <asio/connect.hpp>
 #include <asio/ip/tcp.hpp>
@@ -37,10 +38,9 @@ struct State : std::enable_shared_from_this<State> {
   asio::steady_timer dial_timer;
   client::Endpoint endpoint;
   client::StreamEvents* events;
-  std::optional<tls::TlsSession> tls;
+  std::optional<tls::TlsPump> tls;
   std::vector<std::byte> read_buffer;
   std::vector<std::byte> cipher_out;
-  std::size_t plain_written = 0;
   bool connected = false;
   bool reading = false;
   bool want_reading = true;
@@ -111,26 +111,23 @@ struct State : std::enable_shared_from_this<State> {
 
   void on_read(std::span<const std::byte> bytes) {
     if (!tls) return events->on_bytes(bytes);
-    auto r = tls->handle_ciphertext(bytes);
+    auto r = tls->read(bytes);
     if (!r.ok()) return fail(std::move(r).error());
     send_ciphertext();
-    if (!connected && tls->handshake_done()) {
+    if (r->verified_now) {
       on_connected();
       if (!events) return;
     }
-    if (!tls->plaintext().empty()) events->on_bytes(tls->plaintext());
+    if (!r->plaintext.empty()) events->on_bytes(r->plaintext);
   }
 
   void write(std::span<const std::span<const std::byte>> parts) {
     if (tls) {
-      for (auto p : parts) {
-        if (auto r = tls->write_plaintext(p); !r.ok()) {
-          // A failed TLS write ends the stream; reported from the loop, since the caller is
-          // still inside write().
-          asio::post(socket.get_executor(), [self = shared_from_this(), e = std::move(r).error()] { self->fail(e); });
-          return;
-        }
-        plain_written += p.size();
+      if (auto r = tls->write(parts); !r.ok()) {
+        // A failed TLS write ends the stream; reported from the loop, since the caller is
+        // still inside write().
+        asio::post(socket.get_executor(), [self = shared_from_this(), e = std::move(r).error()] { self->fail(e); });
+        return;
       }
       return send_ciphertext();
     }
@@ -147,13 +144,10 @@ struct State : std::enable_shared_from_this<State> {
 
   void send_ciphertext() {
     if (tls_writing || !events) return;
-    auto out = tls->pending_ciphertext();
-    if (out.empty()) {
-      if (plain_written && events) events->on_written(std::exchange(plain_written, 0));
+    if (!tls->take_ciphertext(cipher_out)) {
+      if (const std::size_t done = tls->take_completed(); done > 0) events->on_written(done);
       return;
     }
-    cipher_out.assign(out.begin(), out.end());
-    tls->consume_ciphertext(out.size());
     tls_writing = true;
     auto self = shared_from_this();
     asio::async_write(socket, asio::buffer(cipher_out.data(), cipher_out.size()),
@@ -209,10 +203,10 @@ class AsioTimer final : public client::Timer {
 engine::Instant AsioDriver::now() { return std::chrono::steady_clock::now(); }
 
 std::unique_ptr<client::Stream> AsioDriver::dial(const client::Endpoint& endpoint, engine::Duration timeout,
-                                                 std::optional<tls::TlsOptions> tls, client::StreamEvents& events) {
+                                                 std::optional<client::TlsSettings> tls, client::StreamEvents& events) {
   auto state = std::make_shared<State>(io_, endpoint, events);
   if (tls) {
-    auto session = tls::TlsSession::client(*tls);
+    auto session = tls::TlsPump::client(tls::TlsOptions{tls->server_name, tls->ca_pem, tls->client_cert_pem, tls->client_key_pem});
     if (!session.ok()) {
       // Reported from the loop: the caller is still inside dial().
       asio::post(io_, [state, e = std::move(session).error()] { state->fail(e); });

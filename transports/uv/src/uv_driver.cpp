@@ -45,7 +45,7 @@ UvDriver::~UvDriver() { detail::close_and_free(async_); }
 engine::Instant UvDriver::now() { return std::chrono::steady_clock::now(); }
 
 std::unique_ptr<client::Stream> UvDriver::dial(const client::Endpoint& endpoint, engine::Duration timeout,
-                                               std::optional<tls::TlsOptions> tls, client::StreamEvents& events) {
+                                               std::optional<client::TlsSettings> tls, client::StreamEvents& events) {
   return detail::dial_stream(loop_, endpoint, timeout, std::move(tls), events);
 }
 

@@ -5,6 +5,7 @@
 #include "uv_stream.hpp"
 
 #include "close_handle.hpp"
+#include "warren/tls/tls_pump.hpp"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -49,7 +50,7 @@ void close_socket(Socket* s) {
 
 class UvStream final : public client::Stream {
  public:
-  UvStream(uv_loop_t* loop, client::Endpoint endpoint, engine::Duration timeout, std::optional<tls::TlsOptions> tls,
+  UvStream(uv_loop_t* loop, client::Endpoint endpoint, engine::Duration timeout, std::optional<client::TlsSettings> tls,
            client::StreamEvents& events)
       : loop_(loop), endpoint_(std::move(endpoint)), events_(&events), timeout_ms_(timeout.count()),
         read_buffer_(64 * 1024) {
@@ -57,7 +58,7 @@ class UvStream final : public client::Stream {
     uv_idle_init(loop_, idle_);
     idle_->data = this;
     if (tls) {
-      auto session = tls::TlsSession::client(*tls);
+      auto session = tls::TlsPump::client(tls::TlsOptions{tls->server_name, tls->ca_pem, tls->client_cert_pem, tls->client_key_pem});
       if (!session.ok()) {
         report_later(std::move(session).error());
         return;
@@ -94,9 +95,7 @@ class UvStream final : public client::Stream {
     std::size_t total = 0;
     for (auto p : parts) total += p.size();
     if (tls_) {
-      for (auto p : parts)
-        if (auto r = tls_->write_plaintext(p); !r.ok()) return report_later(std::move(r).error());
-      plain_written_ += total;
+      if (auto r = tls_->write(parts); !r.ok()) return report_later(std::move(r).error());
       send_ciphertext();
       return;
     }
@@ -269,15 +268,16 @@ class UvStream final : public client::Stream {
     }
     auto bytes = std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n));
     if (!tls_) return events_->on_bytes(bytes);
-    if (auto r = tls_->handle_ciphertext(bytes); !r.ok()) return fail(std::move(r).error());
+    auto r = tls_->read(bytes);
+    if (!r.ok()) return fail(std::move(r).error());
     auto* witness = &socket_->poll;
     send_ciphertext();
     if (!witness->data) return;
-    if (!connected_ && tls_->handshake_done()) {
+    if (r->verified_now) {
       connected();
       if (!witness->data) return;
     }
-    if (!tls_->plaintext().empty()) events_->on_bytes(tls_->plaintext());
+    if (!r->plaintext.empty()) events_->on_bytes(r->plaintext);
   }
 
   // ---- writing: one gathered write at a time, resumed when the socket has room
@@ -322,16 +322,13 @@ class UvStream final : public client::Stream {
   // TLS: hand OpenSSL's output to the socket; a plaintext write completes when its records do.
   void send_ciphertext() {
     if (!socket_ || !out_done()) return;
-    auto pending = tls_->pending_ciphertext();
-    if (pending.empty()) {
-      if (plain_written_ > 0) {
-        written_ += std::exchange(plain_written_, 0);
+    if (!tls_->take_ciphertext(cipher_out_)) {
+      if (const std::size_t done = tls_->take_completed(); done > 0) {
+        written_ += done;
         wake();
       }
       return;
     }
-    cipher_out_.assign(pending.begin(), pending.end());
-    tls_->consume_ciphertext(pending.size());
     out_.assign(1, iovec{cipher_out_.data(), cipher_out_.size()});
     out_next_ = 0;
     send_out();
@@ -346,7 +343,7 @@ class UvStream final : public client::Stream {
   client::Endpoint endpoint_;
   client::StreamEvents* events_;
   long long timeout_ms_;
-  std::optional<tls::TlsSession> tls_;
+  std::optional<tls::TlsPump> tls_;
   std::optional<Error> pending_error_;
   uv_timer_t* dial_timer_ = nullptr;
   uv_idle_t* idle_ = nullptr;
@@ -365,13 +362,12 @@ class UvStream final : public client::Stream {
   std::size_t out_total_ = 0;
   std::size_t written_ = 0;  // bytes written, to report from the loop
   std::vector<std::byte> cipher_out_;
-  std::size_t plain_written_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<client::Stream> dial_stream(uv_loop_t* loop, const client::Endpoint& endpoint,
-                                            engine::Duration timeout, std::optional<tls::TlsOptions> tls,
+                                            engine::Duration timeout, std::optional<client::TlsSettings> tls,
                                             client::StreamEvents& events) {
   return std::make_unique<UvStream>(loop, endpoint, timeout, std::move(tls), events);
 }

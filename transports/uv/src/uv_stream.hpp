@@ -18,7 +18,7 @@ namespace warren::uv::detail {
 
 [[nodiscard]] std::unique_ptr<client::Stream> dial_stream(uv_loop_t* loop, const client::Endpoint& endpoint,
                                                           engine::Duration timeout,
-                                                          std::optional<tls::TlsOptions> tls,
+                                                          std::optional<client::TlsSettings> tls,
                                                           client::StreamEvents& events);
 
 }  // namespace warren::uv::detail

@@ -8,13 +8,23 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "warren/client/url.hpp"
 #include "warren/engine/types.hpp"
 #include "warren/error.hpp"
-#include "warren/tls/tls_session.hpp"
 
 namespace warren::client {
+
+// What an amqps stream must check, as settings: the TLS itself (OpenSSL) lives in
+// transports/tls, under the drivers; client/ knows only what to ask for. There is no setting
+// that turns verification off.
+struct TlsSettings {
+  std::string server_name;      // the name (or IP) the certificate must carry; sent as SNI
+  std::string ca_pem;           // trusted CAs, PEM; empty: the system's default store
+  std::string client_cert_pem;  // optional, for EXTERNAL authentication
+  std::string client_key_pem;
+};
 
 // What a stream reports, on the loop's thread.
 class StreamEvents {
@@ -49,7 +59,7 @@ class Driver {
   [[nodiscard]] virtual engine::Instant now() = 0;
   // Resolves and connects within `timeout` (the whole dial), then TLS when `tls` is given.
   [[nodiscard]] virtual std::unique_ptr<Stream> dial(const Endpoint& endpoint, engine::Duration timeout,
-                                                     std::optional<tls::TlsOptions> tls, StreamEvents& events) = 0;
+                                                     std::optional<TlsSettings> tls, StreamEvents& events) = 0;
   // A timer that does not keep the loop alive: a program whose work is done exits.
   [[nodiscard]] virtual std::unique_ptr<Timer> timer(std::function<void()> on_fire) = 0;
   // A timer that keeps the loop alive while armed: a Session waiting to dial again has no

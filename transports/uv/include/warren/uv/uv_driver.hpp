@@ -26,7 +26,7 @@ class UvDriver final : public client::Driver {
 
   engine::Instant now() override;
   std::unique_ptr<client::Stream> dial(const client::Endpoint& endpoint, engine::Duration timeout,
-                                       std::optional<tls::TlsOptions> tls, client::StreamEvents& events) override;
+                                       std::optional<client::TlsSettings> tls, client::StreamEvents& events) override;
   std::unique_ptr<client::Timer> timer(std::function<void()> on_fire) override;
   std::unique_ptr<client::Timer> keepalive_timer(std::function<void()> on_fire) override;
   void post(std::function<void()> fn) override;
