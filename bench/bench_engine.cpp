@@ -141,7 +141,7 @@ void BM_ConsumeWithAckEvery100(benchmark::State& state) {
       auto e = c.poll_event();
       if (e) {
         if (auto* d = std::get_if<engine::Delivery>(&*e)) {
-          if (++delivered % 100 == 0) (void)c.ack(1, d->message.delivery_tag, true);
+          if (++delivered % 100 == 0) (void)c.ack(1, wire::BasicAck{.delivery_tag = d->message.delivery_tag, .multiple = true});
           break;
         }
         continue;

@@ -112,7 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 5: note(c.queue_declare(ch, QueueDeclare{"q"}, now)); break;
       case 6: note(c.publish(ch, BasicPublish{"", "q", (op & 16) != 0}, {}, body_bytes, now)); break;
       case 7: note(c.basic_consume(ch, BasicConsume{"q", (op & 16) ? "t" : ""}, std::nullopt, now)); break;
-      case 8: note(c.ack(ch, byte(), (op & 16) != 0)); break;
+      case 8: note(c.ack(ch, wire::BasicAck{.delivery_tag = byte(), .multiple = (op & 16) != 0})); break;
       case 9: note(c.confirm_select(ch, now)); break;
       case 10: note((op & 16) ? c.close_channel(ch, now) : c.basic_cancel(ch, "t", now)); break;
       case 11:

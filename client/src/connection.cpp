@@ -399,10 +399,10 @@ void Connection::basic_qos(ChannelId channel, const wire::BasicQos& m, Answer do
   request([&](engine::Connection& c) { return c.basic_qos(channel, m, driver_.now()); }, std::move(done));
 }
 void Connection::channel_flow(ChannelId channel, bool active, Answer done) {
-  request([&](engine::Connection& c) { return c.channel_flow(channel, active, driver_.now()); }, std::move(done));
+  request([&](engine::Connection& c) { return c.channel_flow(channel, wire::ChannelFlow{.active = active}, driver_.now()); }, std::move(done));
 }
 void Connection::basic_recover(ChannelId channel, bool requeue, Answer done) {
-  request([&](engine::Connection& c) { return c.basic_recover(channel, requeue, driver_.now()); }, std::move(done));
+  request([&](engine::Connection& c) { return c.basic_recover(channel, wire::BasicRecover{.requeue = requeue}, driver_.now()); }, std::move(done));
 }
 void Connection::confirm_select(ChannelId channel, Answer done) {
   request([&](engine::Connection& c) { return c.confirm_select(channel, driver_.now()); }, std::move(done));
@@ -492,15 +492,15 @@ Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::Bas
 }
 
 Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
-  return immediate([&](engine::Connection& c) { return c.ack(channel, delivery_tag, multiple); });
+  return immediate([&](engine::Connection& c) { return c.ack(channel, wire::BasicAck{.delivery_tag = delivery_tag, .multiple = multiple}); });
 }
 
 Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
-  return immediate([&](engine::Connection& c) { return c.nack(channel, delivery_tag, multiple, requeue); });
+  return immediate([&](engine::Connection& c) { return c.nack(channel, wire::BasicNack{.delivery_tag = delivery_tag, .multiple = multiple, .requeue = requeue}); });
 }
 
 Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
-  return immediate([&](engine::Connection& c) { return c.reject(channel, delivery_tag, requeue); });
+  return immediate([&](engine::Connection& c) { return c.reject(channel, wire::BasicReject{.delivery_tag = delivery_tag, .requeue = requeue}); });
 }
 
 void Connection::close(Done done) {

@@ -90,8 +90,8 @@ TEST(Pairing, every_request_verb_pairs_with_its_own_answer) {
     asked.emplace_back(c.queue_unbind(1, QueueUnbind{"q", "amq.topic", "#"}, t), QueueUnbindOk{});
     asked.emplace_back(c.queue_purge(1, QueuePurge{"q"}, t), QueuePurgeOk{4});
     asked.emplace_back(c.queue_delete(1, QueueDelete{"q"}, t), QueueDeleteOk{0});
-    asked.emplace_back(c.basic_recover(1, true, t), BasicRecoverOk{});
-    asked.emplace_back(c.channel_flow(1, false, t), ChannelFlowOk{false});
+    asked.emplace_back(c.basic_recover(1, BasicRecover{.requeue = true}, t), BasicRecoverOk{});
+    asked.emplace_back(c.channel_flow(1, ChannelFlow{.active = false}, t), ChannelFlowOk{false});
     for (auto& [r, answer] : asked) {
       ASSERT_TRUE(r.ok());
       b.send(1, answer);

@@ -261,7 +261,7 @@ TEST(Deliveries, the_ack_counter_is_separate_from_the_confirm_counter) {
     b.send_content(1, BasicDeliver{"ctag", 1, false, "", "q"}, "in");
     b.next_event();
     // Our ack of delivery 1 goes to the broker; the broker's ack 1 confirms publish 1.
-    ASSERT_TRUE(b.conn.ack(1, 1, false).ok());
+    ASSERT_TRUE(b.conn.ack(1, wire::BasicAck{.delivery_tag = 1}).ok());
     b.next_sent();
     b.next_sent();
     b.next_sent();
@@ -276,11 +276,11 @@ TEST(Deliveries, acking_a_tag_never_delivered_is_refused_before_it_reaches_the_b
   ScriptedBroker b;
   b.connect();
   b.open_channel();
-  auto r = b.conn.ack(1, 7, false);
+  auto r = b.conn.ack(1, wire::BasicAck{.delivery_tag = 7});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().detail, "delivery tag 7 was never delivered on channel 1");
   b.expect_nothing_sent();
-  EXPECT_TRUE(b.conn.ack(1, 0, true).ok());  // "everything so far" is always valid
+  EXPECT_TRUE(b.conn.ack(1, wire::BasicAck{.delivery_tag = 0, .multiple = true}).ok());  // "everything so far" is always valid
 }
 
 TEST(Deliveries, get_ok_and_get_empty) {

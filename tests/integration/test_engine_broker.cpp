@@ -94,7 +94,7 @@ TEST(EngineAgainstBroker, publish_consume_ack_with_confirms_return_and_nack) {
   ASSERT_TRUE(p.conn.basic_consume(ch, BasicConsume{"warren-engine-full", "c1"}, std::nullopt, p.now()).ok());
   auto delivery = p.take("delivery(");
   EXPECT_EQ(delivery, "delivery(ch1 tag=\"c1\" delivery_tag=1 exchange=\"\" routing_key=\"warren-engine-full\" body=\"kept\")");
-  ASSERT_TRUE(p.conn.ack(ch, tag, false).ok());
+  ASSERT_TRUE(p.conn.ack(ch, wire::BasicAck{.delivery_tag = tag}).ok());
   auto del = p.conn.queue_delete(ch, QueueDelete{"warren-engine-full"}, p.now());
   ASSERT_TRUE(del.ok());
   // Deleting the queue under the consumer: the broker cancels it.

@@ -109,9 +109,9 @@ Result<RequestId> Connection::close_channel(ChannelId channel, Instant now) {
   return id;
 }
 
-Result<RequestId> Connection::channel_flow(ChannelId channel, bool active, Instant now) {
+Result<RequestId> Connection::channel_flow(ChannelId channel, const wire::ChannelFlow& m, Instant now) {
   impl_->now_ = now;
-  return impl_->request<wire::ChannelFlow, wire::ChannelFlowOk>(channel, wire::ChannelFlow{active}, false);
+  return impl_->request<wire::ChannelFlow, wire::ChannelFlowOk>(channel, m, false);
 }
 
 Result<RequestId> Connection::exchange_declare(ChannelId channel, const wire::ExchangeDeclare& m, Instant now) {
@@ -221,9 +221,9 @@ Result<RequestId> Connection::basic_get(ChannelId channel, const wire::BasicGet&
   return r;
 }
 
-Result<RequestId> Connection::basic_recover(ChannelId channel, bool requeue, Instant now) {
+Result<RequestId> Connection::basic_recover(ChannelId channel, const wire::BasicRecover& m, Instant now) {
   impl_->now_ = now;
-  return impl_->request<wire::BasicRecover, wire::BasicRecoverOk>(channel, wire::BasicRecover{requeue}, false);
+  return impl_->request<wire::BasicRecover, wire::BasicRecoverOk>(channel, m, false);
 }
 
 Result<RequestId> Connection::confirm_select(ChannelId channel, Instant now) {
@@ -311,30 +311,30 @@ Result<void> check_tag(const Channel& ch, std::uint64_t tag, bool multiple) {
 
 }  // namespace
 
-Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
+Result<void> Connection::ack(ChannelId channel, const wire::BasicAck& m) {
   auto& s = *impl_;
   auto ch = s.usable_channel(channel);
   if (!ch.ok()) return std::move(ch).error();
-  if (auto t = check_tag(**ch, delivery_tag, multiple); !t.ok()) return t;
-  s.send_method(channel, wire::BasicAck{delivery_tag, multiple});
+  if (auto t = check_tag(**ch, m.delivery_tag, m.multiple); !t.ok()) return t;
+  s.send_method(channel, m);
   return {};
 }
 
-Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
+Result<void> Connection::nack(ChannelId channel, const wire::BasicNack& m) {
   auto& s = *impl_;
   auto ch = s.usable_channel(channel);
   if (!ch.ok()) return std::move(ch).error();
-  if (auto t = check_tag(**ch, delivery_tag, multiple); !t.ok()) return t;
-  s.send_method(channel, wire::BasicNack{delivery_tag, multiple, requeue});
+  if (auto t = check_tag(**ch, m.delivery_tag, m.multiple); !t.ok()) return t;
+  s.send_method(channel, m);
   return {};
 }
 
-Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
+Result<void> Connection::reject(ChannelId channel, const wire::BasicReject& m) {
   auto& s = *impl_;
   auto ch = s.usable_channel(channel);
   if (!ch.ok()) return std::move(ch).error();
-  if (auto t = check_tag(**ch, delivery_tag, false); !t.ok()) return t;
-  s.send_method(channel, wire::BasicReject{delivery_tag, requeue});
+  if (auto t = check_tag(**ch, m.delivery_tag, false); !t.ok()) return t;
+  s.send_method(channel, m);
   return {};
 }
 

@@ -66,7 +66,7 @@ class Connection {
   // command returns the latched error.
   [[nodiscard]] Result<ChannelId> open_channel(Instant now);
   [[nodiscard]] Result<RequestId> close_channel(ChannelId channel, Instant now);
-  [[nodiscard]] Result<RequestId> channel_flow(ChannelId channel, bool active, Instant now);
+  [[nodiscard]] Result<RequestId> channel_flow(ChannelId channel, const wire::ChannelFlow& m, Instant now);
   [[nodiscard]] Result<RequestId> exchange_declare(ChannelId channel, const wire::ExchangeDeclare& m, Instant now);
   [[nodiscard]] Result<RequestId> exchange_delete(ChannelId channel, const wire::ExchangeDelete& m, Instant now);
   [[nodiscard]] Result<RequestId> exchange_bind(ChannelId channel, const wire::ExchangeBind& m, Instant now);
@@ -87,7 +87,7 @@ class Connection {
                                                 std::optional<std::uint16_t> prefetch, Instant now);
   [[nodiscard]] Result<RequestId> basic_cancel(ChannelId channel, std::string_view consumer_tag, Instant now);
   [[nodiscard]] Result<RequestId> basic_get(ChannelId channel, const wire::BasicGet& m, Instant now);
-  [[nodiscard]] Result<RequestId> basic_recover(ChannelId channel, bool requeue, Instant now);
+  [[nodiscard]] Result<RequestId> basic_recover(ChannelId channel, const wire::BasicRecover& m, Instant now);
   [[nodiscard]] Result<RequestId> confirm_select(ChannelId channel, Instant now);
   // A publish: one deadline (the channel's request timeout) covers waiting while blocked,
   // writing and, in confirm mode, the broker's answer. Settles with PublishDone.
@@ -100,9 +100,10 @@ class Connection {
   // This channel's timeout for the requests and publishes made on it from now on, in place
   // of the connection's request_timeout.
   [[nodiscard]] Result<void> set_channel_timeout(ChannelId channel, Duration timeout);
-  [[nodiscard]] Result<void> ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple);
-  [[nodiscard]] Result<void> nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue);
-  [[nodiscard]] Result<void> reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue);
+  // Settling a delivery: `{.delivery_tag = t, .multiple = true}`, `{.delivery_tag = t, .requeue = false}`.
+  [[nodiscard]] Result<void> ack(ChannelId channel, const wire::BasicAck& m);
+  [[nodiscard]] Result<void> nack(ChannelId channel, const wire::BasicNack& m);
+  [[nodiscard]] Result<void> reject(ChannelId channel, const wire::BasicReject& m);
   // connection.close; finished once the broker's close-ok arrives (or close_timeout passes).
   [[nodiscard]] Result<void> close(Instant now, std::uint16_t reply_code = 200, std::string_view reply_text = "");
 
