@@ -233,8 +233,9 @@ Result<engine::PublishId> Channel::publish(const Publish& p, std::span<const std
 }
 
 void Channel::consume(ConsumeOptions o, std::function<void(const Delivery&)> on_delivery, Callback<Consumer> done) const {
-  if (!on_delivery) {
-    if (done) done(make_error(errc::invalid_argument, "consume needs an on_delivery callback (or use the stream form)"));
+  if (!on_delivery && core_) {
+    later<Consumer>(core_, std::move(done),
+                    make_error(errc::invalid_argument, "consume needs an on_delivery callback (or use the stream form)"));
     return;
   }
   if (!core_) {

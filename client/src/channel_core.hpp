@@ -42,6 +42,12 @@ struct ChannelCore {
     return connection.lock();
   }
   [[nodiscard]] Error gone() const;
+  // Settling a delivery of this channel once it is gone: nothing is sent, and says so.
+  [[nodiscard]] Error stale(std::uint64_t delivery_tag) const {
+    return make_error(errc::channel_closed, "channel " + std::to_string(id) +
+                                                " is gone: nothing was sent, the broker redelivers delivery " +
+                                                std::to_string(delivery_tag));
+  }
   void close(const Error& why) {
     if (!open.load(std::memory_order_relaxed)) return;
     cause = why;

@@ -274,6 +274,13 @@ void Connection::dispatch(const engine::Event& event) {
               s.on_message(e.message);
               break;
             }
+        } else if constexpr (std::is_same_v<E, engine::Returned>) {
+          if (!on_returned) return;
+          Error why = make_error(errc::unroutable, std::string(e.reply_text));
+          why.reply_code = e.reply_code;
+          std::shared_ptr<detail::ChannelCore> core;
+          if (auto it = cores_.find(e.message.channel); it != cores_.end()) core = it->second;
+          on_returned(Delivery(e.message, std::move(core)), why);
         } else if constexpr (std::is_same_v<E, engine::ConsumerCancelled>) {
           auto it = std::find_if(consumers_.begin(), consumers_.end(), [&](const Subscription& s) {
             return s.channel == e.channel && s.tag == e.consumer_tag;
@@ -290,7 +297,6 @@ void Connection::dispatch(const engine::Event& event) {
               }
             }
           }
-          if (on_consumer_cancelled) on_consumer_cancelled(e.channel, e.consumer_tag, e.by_broker);
         }
       },
       event);
@@ -300,8 +306,10 @@ void Connection::dispatch(const engine::Event& event) {
 
 // The connection's end: every waiter still registered is settled with `cause`, exactly once,
 // then the close waiters, then on_closed. Nothing is reported after this.
-void Connection::finish(const Error& cause) {
+void Connection::finish(const Error& failure) {
   if (closed_reported_) return;
+  Error cause = failure;
+  cause.connection_ended = true;  // a failed dial has not been through the engine's latch
   closed_reported_ = true;
   auto keep = weak_from_this().lock();  // a callback below may drop the last reference
   const bool was_ready = ready_reported_;

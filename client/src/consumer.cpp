@@ -80,7 +80,13 @@ void ConsumerCore::drain() {
 
 void ConsumerCore::end(const Error* cause) {
   if (ended_) return;
-  ended_ = cause ? *cause : make_error(errc::consumer_cancelled, "consumer " + tag + " was cancelled by the application");
+  if (cause) {
+    ended_ = *cause;
+  } else {
+    // Our own cancel, confirmed: reply code 200 tells it from the broker's cancel.
+    ended_ = make_error(errc::consumer_cancelled, "consumer " + tag + " was cancelled by the application");
+    ended_->reply_code = 200;
+  }
   if (cause) {
     // The channel or connection is gone (or the broker cancelled): unread deliveries cannot
     // be settled any more; the broker requeues them with the channel. Never hand them out.

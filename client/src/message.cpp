@@ -16,19 +16,19 @@ const wire::BasicProperties& Delivery::properties() const noexcept {
 
 Result<void> Delivery::ack(AckOptions options) const {
   auto c = channel_ ? channel_->live() : nullptr;
-  if (!c) return channel_ ? channel_->gone() : make_error(errc::invalid_argument, "an empty delivery");
+  if (!c) return channel_ ? channel_->stale(m_->delivery_tag) : make_error(errc::invalid_argument, "an empty delivery");
   return c->ack(channel_->id, m_->delivery_tag, options.multiple);
 }
 
 Result<void> Delivery::nack(NackOptions options) const {
   auto c = channel_ ? channel_->live() : nullptr;
-  if (!c) return channel_ ? channel_->gone() : make_error(errc::invalid_argument, "an empty delivery");
+  if (!c) return channel_ ? channel_->stale(m_->delivery_tag) : make_error(errc::invalid_argument, "an empty delivery");
   return c->nack(channel_->id, m_->delivery_tag, options.multiple, options.requeue);
 }
 
 Result<void> Delivery::reject(RejectOptions options) const {
   auto c = channel_ ? channel_->live() : nullptr;
-  if (!c) return channel_ ? channel_->gone() : make_error(errc::invalid_argument, "an empty delivery");
+  if (!c) return channel_ ? channel_->stale(m_->delivery_tag) : make_error(errc::invalid_argument, "an empty delivery");
   return c->reject(channel_->id, m_->delivery_tag, options.requeue);
 }
 
@@ -144,10 +144,7 @@ Result<void> Message::reject(RejectOptions options) { return settle(Settle::reje
 Result<void> Message::settle(Settle how, bool multiple, bool requeue) {
   if (!channel_) return make_error(errc::invalid_argument, "an empty message (moved from, or never delivered)");
   if (settled_) return make_error(errc::invalid_argument, "delivery " + std::to_string(delivery_tag_) + " was already settled");
-  if (!channel_->open.load(std::memory_order_acquire))
-    return make_error(errc::channel_closed, "channel " + std::to_string(channel_->id) +
-                                                " is gone: nothing was sent, the broker redelivers delivery " +
-                                                std::to_string(delivery_tag_));
+  if (!channel_->open.load(std::memory_order_acquire)) return channel_->stale(delivery_tag_);
   auto send = [how, multiple, requeue, tag = delivery_tag_](Connection& c, engine::ChannelId id) -> Result<void> {
     switch (how) {
       case Settle::ack: return c.ack(id, tag, multiple);
@@ -158,7 +155,7 @@ Result<void> Message::settle(Settle how, bool multiple, bool requeue) {
   };
   if (channel_->on_loop()) {
     auto c = channel_->live();
-    if (!c) return channel_->gone();
+    if (!c) return channel_->stale(delivery_tag_);
     auto r = send(*c, channel_->id);
     if (r.ok()) settled_ = true;
     return r;

@@ -47,16 +47,21 @@ const std::error_category& error_category() noexcept {
 }
 
 Scope scope(const Error& e) noexcept {
-  if (e.reply_code != 0 && e.reply_code != 312) return e.channel_close ? Scope::channel : Scope::connection;
+  if (e.connection_ended) return Scope::connection;
+  if (e.channel_close) return Scope::channel;  // the broker's channel.close, or a request timeout
+  // 200 is a close or cancel this side asked for; 312 a returned publish.
+  if (e.reply_code != 0 && e.reply_code != 200 && e.reply_code != 312) return Scope::connection;
   if (e.code.category() != error_category()) return Scope::connection;  // a system error from the stream
   switch (static_cast<errc>(e.code.value())) {
     case errc::invalid_argument:
+    case errc::string_too_long:
     case errc::nacked:
     case errc::unroutable:
     case errc::consumer_cancelled:
-    case errc::not_found:  // a local lookup (no such consumer): the broker's 404 has a reply code
+    case errc::not_found:        // a local lookup (no such consumer): the broker's 404 has a reply code
+    case errc::resource_locked:  // a local limit: no free channel number, too many waiting publishes
+    case errc::timeout:          // a publish's or a call's own deadline; one that closed a channel says so
       return Scope::request;
-    case errc::timeout:  // a request past its deadline closes its channel
     case errc::channel_closed:
       return Scope::channel;
     default:
@@ -71,6 +76,7 @@ bool is_permanent(const Error& e) noexcept {
     case errc::access_refused:
     case errc::precondition_failed:
     case errc::invalid_argument:
+    case errc::string_too_long:
     case errc::invalid_url:
     case errc::tls_config:
       return true;

@@ -134,6 +134,40 @@ TEST_P(ChannelApi, publish_outcomes_reach_the_caller_with_the_brokers_words) {
   EXPECT_TRUE(ch.is_open());
 }
 
+TEST_P(ChannelApi, a_return_reaches_on_returned_without_confirm_mode) {
+  auto ch = open();
+  std::optional<std::string> returned;
+  conn->on_returned = [&](const Delivery& m, const Error& why) {
+    returned = std::string(m.routing_key()) + " " + std::string(m.body_text()) + " " + why.to_string();
+  };
+  ASSERT_TRUE(ch.publish({.routing_key = "warren-api-nowhere", .mandatory = true}, as_bytes("lost")).ok());
+  ASSERT_TRUE(loop.run_until([&] { return returned.has_value(); }));
+  EXPECT_EQ(*returned, "warren-api-nowhere lost unroutable (312): NO_ROUTE");
+}
+
+TEST_P(ChannelApi, errors_say_what_they_put_out_of_use) {
+  auto ch = open();
+  auto local = wait<QueueDeclared>([&](auto d) { ch.queue_declare({.name = std::string(300, 'q')}, d); });
+  ASSERT_FALSE(local.ok());
+  EXPECT_EQ(scope(local.error()), Scope::request) << local.error().to_string();
+  EXPECT_TRUE(is_permanent(local.error()));
+  EXPECT_TRUE(ch.is_open());
+  auto refused = wait<QueueDeclared>([&](auto d) { ch.queue_declare({.name = "amq.reserved-by-the-broker"}, d); });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().reply_code, 403);
+  EXPECT_EQ(scope(refused.error()), Scope::channel);
+  EXPECT_TRUE(is_permanent(refused.error()));
+  std::optional<Error> lost;
+  conn->on_closed = [&](const Error& e) { lost = e; };
+  ch = open();
+  ch.qos({.prefetch_count = 1, .prefetch_size = 4096}, nullptr);  // 540: RabbitMQ has no byte prefetch
+  ASSERT_TRUE(loop.run_until([&] { return lost.has_value(); }));
+  EXPECT_EQ(scope(*lost), Scope::connection);
+  auto after = wait<QueueDeclared>([&](auto d) { ch.queue_declare({}, d); });
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(scope(after.error()), Scope::connection) << after.error().to_string();
+}
+
 TEST_P(ChannelApi, a_handle_to_a_closed_channel_fails_with_its_cause_and_never_reaches_a_reused_number) {
   auto ch = open();
   // A passive declare of a missing queue: the broker closes the channel with 404.
@@ -196,6 +230,7 @@ TEST_P(ChannelApi, a_push_consumer_reads_views_and_acks_them) {
   ASSERT_TRUE(wait<void>([&](auto d) { consumer->cancel(d); }).ok());
   ASSERT_TRUE(loop.run_until([&] { return ended.has_value(); }));
   EXPECT_EQ(ended->code, make_error_code(errc::consumer_cancelled));
+  EXPECT_EQ(ended->reply_code, 200) << "our own cancel";
   EXPECT_TRUE(counts_become(q, "0 0"));
 }
 

@@ -58,11 +58,16 @@ struct Error {
   std::uint16_t reply_code = 0;  // AMQP reply code, 0 when the error did not come from a close
   std::uint16_t class_id = 0;
   std::uint16_t method_id = 0;
-  bool channel_close = false;  // the broker's channel.close (not connection.close) carried it
+  // What the error put out of use (see scope()): set where that is known, not compared.
+  bool channel_close = false;     // a channel (the broker's channel.close, a request timeout)
+  bool connection_ended = false;  // the whole connection (its latched cause, a failed dial)
 
   // "protocol error: frame end byte 0x41 is not 0xCE"
   [[nodiscard]] std::string to_string() const;
-  friend bool operator==(const Error&, const Error&) = default;
+  friend bool operator==(const Error& a, const Error& b) {
+    return a.code == b.code && a.detail == b.detail && a.reply_code == b.reply_code && a.class_id == b.class_id &&
+           a.method_id == b.method_id;
+  }
 };
 
 [[nodiscard]] inline Error make_error(errc e, std::string detail) {
@@ -71,9 +76,10 @@ struct Error {
 
 // What an error put out of use. A retry loop and the Session read the same facts from here.
 enum class Scope : std::uint8_t {
-  request,     // this call only: its channel and connection are still usable
-  channel,     // the channel is closed (a 4xx from the broker, a request that timed out)
-  connection,  // the whole connection is gone (5xx, 320, a lost or refused stream)
+  request,     // this call only: its channel and connection are still usable (a nack, a 312,
+               // local misuse, a publish's or an RPC call's own deadline)
+  channel,     // the channel is closed (the broker's channel.close, a request that timed out)
+  connection,  // the whole connection is gone (5xx, 320, a lost stream, a failed dial)
 };
 [[nodiscard]] Scope scope(const Error& e) noexcept;
 

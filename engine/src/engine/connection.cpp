@@ -188,6 +188,7 @@ void Connection::Impl::handle_timeout(Instant now) {
       // a broker that opened it late would refuse a second open on it (504, a connection error).
       Error cause = make_error(errc::timeout, "channel.open on channel " + std::to_string(id) +
                                                   " had no answer within " + ms_text(options_.request_timeout));
+      cause.channel_close = true;  // this timeout put the channel out of use
       begin_channel_close(*ch, cause, 0);
       emit(ChannelClosed{id, std::move(cause)});
       continue;
@@ -220,6 +221,7 @@ void Connection::Impl::handle_timeout(Instant now) {
       Error cause = make_error(errc::timeout, std::string(wire::method_name(front.request)) + " on channel " +
                                                   std::to_string(id) + " had no answer within " +
                                                   ms_text(timeout_of(*ch)));
+      cause.channel_close = true;  // this timeout put the channel out of use
       begin_channel_close(*ch, cause, 0);
       emit(ChannelClosed{id, std::move(cause)});
       continue;
@@ -286,6 +288,7 @@ void Connection::Impl::expire_publishes(Instant now) {
 
 void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
   if (latched()) return;
+  cause.connection_ended = true;  // every waiter told with it knows the whole connection is gone
   const bool past_start = !std::holds_alternative<AwaitStart>(phase_);
   if (close_code != 0 && past_start && !discard_output_) {
     (void)wire::write_method(output_, 0, wire::ConnectionClose{close_code, cause.detail.substr(0, 255), cause.class_id, cause.method_id},

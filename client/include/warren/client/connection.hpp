@@ -59,8 +59,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // The output fell back under ClientOptions::engine.output_limit_bytes after congested()
   // was true: a publisher that paused can go on.
   std::function<void()> on_writable;
-  // A subscription ended: our cancel was confirmed, or the broker cancelled it (by_broker).
-  std::function<void(engine::ChannelId channel, std::string_view consumer_tag, bool by_broker)> on_consumer_cancelled;
+  // A mandatory publish no queue took (basic.return), in confirm mode or not: the message as
+  // the broker handed it back, and why (errc::unroutable, reply 312 NO_ROUTE). In confirm
+  // mode its publish's callback is told errc::unroutable too.
+  std::function<void(const Delivery& returned, const Error& why)> on_returned;
   // An open channel closed: the broker closed it (404, 406, ...), a request on it timed out,
   // or the application's close_channel finished (reply code 200). Not called for a channel
   // still opening (its open_channel callback is told) nor when the whole connection ends.

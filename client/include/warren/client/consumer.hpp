@@ -51,8 +51,9 @@ class Consumer {
   // message is already buffered.
   void receive(Callback<Message> next) const;
 
-  // Runs once when the subscription ends (at once if it already has): the cause, or
-  // errc::consumer_cancelled with reply code 0 when our own cancel was confirmed.
+  // Runs once when the subscription ends (at once if it already has): the cause. Our own
+  // cancel, confirmed, is errc::consumer_cancelled with reply code 200; the broker's cancel
+  // (its queue was deleted) is errc::consumer_cancelled with reply code 0.
   void on_ended(std::function<void(const Error& cause)> fn) const;
 
   // basic.cancel; completes on cancel-ok. Unread buffered deliveries are handed back first.

@@ -26,6 +26,7 @@ namespace warren::client {
 namespace detail {
 struct ChannelCore;
 class BufferPool;
+class ConsumerCore;
 }  // namespace detail
 
 struct NackOptions {
@@ -40,13 +41,11 @@ struct AckOptions {
 };
 
 class Message;
+class Connection;
 
 // The zero-copy view handed to a per-message callback.
 class Delivery {
  public:
-  Delivery(const engine::Message& m, std::shared_ptr<detail::ChannelCore> channel) noexcept
-      : m_(&m), channel_(std::move(channel)) {}
-
   [[nodiscard]] std::string_view exchange() const noexcept { return m_->exchange; }
   [[nodiscard]] std::string_view routing_key() const noexcept { return m_->routing_key; }
   [[nodiscard]] std::string_view consumer_tag() const noexcept { return m_->consumer_tag; }
@@ -57,6 +56,7 @@ class Delivery {
   [[nodiscard]] std::string_view body_text() const noexcept {
     return {reinterpret_cast<const char*>(m_->body.data()), m_->body.size()};
   }
+  // The engine's view of the same message (what the codec-level tools print).
   [[nodiscard]] const engine::Message& raw() const noexcept { return *m_; }
 
   [[nodiscard]] Result<void> ack(AckOptions options = {}) const;
@@ -67,6 +67,10 @@ class Delivery {
   [[nodiscard]] Message take() const;
 
  private:
+  friend class detail::ConsumerCore;
+  friend class Connection;
+  Delivery(const engine::Message& m, std::shared_ptr<detail::ChannelCore> channel) noexcept
+      : m_(&m), channel_(std::move(channel)) {}
   const engine::Message* m_;
   std::shared_ptr<detail::ChannelCore> channel_;
 };
@@ -105,14 +109,14 @@ class Message {
   [[nodiscard]] Result<void> nack(NackOptions options = {});
   [[nodiscard]] Result<void> reject(RejectOptions options = {});
 
-  // Internal: fills this message from a view, reusing its own buffer when it has one.
+ private:
+  friend class Delivery;
+  friend class Channel;
+  friend class detail::ConsumerCore;
+  // Fills this message from a view, reusing its own buffer when it has one.
   void assign(const engine::Message& m, std::shared_ptr<detail::ChannelCore> channel,
               std::shared_ptr<detail::BufferPool> pool, std::uint32_t message_count = 0);
-  // Internal: the channel this message settles on.
-  [[nodiscard]] const std::shared_ptr<detail::ChannelCore>& channel() const noexcept { return channel_; }
-  void mark_settled() noexcept { settled_ = true; }
 
- private:
   enum class Settle : std::uint8_t { ack, nack, reject };
   Result<void> settle(Settle how, bool multiple, bool requeue);
   void release() noexcept;  // hands the buffer back to its pool
