@@ -368,6 +368,32 @@ TEST(Subscriptions, a_delivery_that_races_the_cancel_is_handed_back) {
   });
 }
 
+// RabbitMQ 3.10-3.12 closes the whole connection (540) for a reject of a stream delivery:
+// a stream subscription's raced deliveries are left to the channel, never rejected.
+TEST(Subscriptions, a_stream_subscriptions_delivery_that_races_the_cancel_is_not_rejected) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    wire::FieldTable offset{{"x-stream-offset", "first"}};
+    auto r = b.conn.basic_consume(1, BasicConsume{.queue = "log", .consumer_tag = "reader", .arguments = offset},
+                                  std::uint16_t{10}, b.now);
+    ASSERT_TRUE(r.ok());
+    b.next_sent();  // basic.qos
+    b.next_sent();  // basic.consume
+    b.send(1, BasicQosOk{});
+    b.send(1, BasicConsumeOk{"reader"});
+    b.expect_event("done(ch1 #" + id(*r) + " basic.consume-ok(consumer_tag=\"reader\"))");
+    auto cancel = b.conn.basic_cancel(1, "reader", b.now);
+    ASSERT_TRUE(cancel.ok());
+    b.expect_sent("ch1 basic.cancel(consumer_tag=\"reader\", no_wait=false)");
+    b.send_content(1, BasicDeliver{"reader", 7, false, "", "log"}, "raced");
+    b.expect_no_event();
+    b.expect_nothing_sent();
+    b.send(1, BasicCancelOk{"reader"});
+    b.expect_event("cancelled(ch1 \"reader\")");
+  });
+}
+
 TEST(Subscriptions, a_no_ack_subscription_has_nothing_to_hand_back) {
   ScriptedBroker b;
   b.connect();

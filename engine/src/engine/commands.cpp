@@ -191,8 +191,13 @@ Result<RequestId> Connection::basic_consume(ChannelId channel, const wire::Basic
   }
   auto r = s.request<wire::BasicConsume, wire::BasicConsumeOk>(channel, m, m.no_wait, PendingRequest::Kind::consume,
                                                                std::string(m.consumer_tag), m.no_ack);
+  bool stream = false;
+  if (!m.arguments.empty())
+    if (auto table = m.arguments.to_table(); table.ok()) stream = table->find("x-stream-offset") != nullptr;
   if (r.ok() && m.no_wait)
-    (*ch)->consumers.push_back(std::make_unique<Consumer>(Consumer{std::string(m.consumer_tag), m.no_ack, false}));
+    (*ch)->consumers.push_back(std::make_unique<Consumer>(Consumer{std::string(m.consumer_tag), m.no_ack, false, stream}));
+  else if (r.ok())
+    (*ch)->pending.back().stream = stream;
   return r;
 }
 

@@ -308,7 +308,7 @@ void Connection::Impl::on_answer(Channel& ch, wire::Method& m) {
     case PendingRequest::Kind::consume: {
       const auto& ok = std::get<wire::BasicConsumeOk>(m);
       if (!ch.find_consumer(ok.consumer_tag))
-        ch.consumers.push_back(std::make_unique<Consumer>(Consumer{std::string(ok.consumer_tag), p.no_ack, false}));
+        ch.consumers.push_back(std::make_unique<Consumer>(Consumer{std::string(ok.consumer_tag), p.no_ack, false, p.stream}));
       break;
     }
     case PendingRequest::Kind::cancel: {
@@ -405,8 +405,9 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
       const Consumer* c = a.consumer;
       if (!c || (c->cancelling && !c->no_ack)) {
         // It raced our cancel (or names no consumer we have): hand it back to its queue
-        // rather than leave it unacknowledged on this channel until it closes.
-        if (!c || !c->no_ack) send_method(ch.id, wire::BasicReject{a.delivery_tag, true});
+        // rather than leave it unacknowledged on this channel until it closes. Not a stream
+        // delivery: a reject of one closes the connection on RabbitMQ 3.10-3.12.
+        if (!c || (!c->no_ack && !c->stream)) send_method(ch.id, wire::BasicReject{a.delivery_tag, true});
         return;
       }
       emit(Delivery{msg});

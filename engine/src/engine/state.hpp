@@ -28,6 +28,7 @@ struct PendingRequest {
   Kind kind = Kind::plain;
   std::string consumer_tag;      // consume: the tag asked for; cancel: the tag
   bool no_ack = false;           // consume
+  bool stream = false;           // consume: names x-stream-offset (see Consumer::stream)
 };
 
 // A publish in confirm mode, waiting for basic.ack/nack by its sequence number.
@@ -88,6 +89,10 @@ struct Consumer {
   std::string tag;  // the event's consumer_tag views this: it does not move while the consumer lives
   bool no_ack = false;
   bool cancelling = false;  // basic.cancel sent, cancel-ok not yet in: deliveries go back
+  // A stream queue's subscription (its consume names x-stream-offset). Its deliveries are
+  // never rejected: RabbitMQ 3.10-3.12 closes the whole connection (540) for a reject or
+  // nack of a stream delivery. One that races a cancel is left to the channel instead.
+  bool stream = false;
 };
 
 // A content-carrying method being put together from its method, header and body frames.
