@@ -232,6 +232,7 @@ void RecoveringChannel::attach(std::shared_ptr<Connection> connection, std::uint
 void RecoveringChannel::open() {
   ready_ = false;
   channel_ = 0;
+  handle_ = {};
   const std::uint64_t generation = ++open_generation_;
   set_status(Status{State::opening, status_.attempt, engine::Duration{0}, status_.last_cause});
   std::weak_ptr<RecoveringChannel> weak = weak_from_this();
@@ -241,12 +242,13 @@ void RecoveringChannel::open() {
     auto self = weak.lock();
     return self && self->open_generation_ == generation && self->connection_ ? self : nullptr;
   };
-  connection_->open_channel([current](const Error* e, engine::ChannelId ch) {
+  connection_->open_channel([current](Result<Channel> ch) {
     auto self = current();
     if (!self) return;
-    if (e) return self->failed(*e);
-    self->channel_ = ch;
-    self->connection_->confirm_select(ch, [current](const Error* e, const wire::Method*) {
+    if (!ch) return self->failed(ch.error());
+    self->channel_ = ch->id();
+    self->handle_ = std::move(*ch);
+    self->connection_->confirm_select(self->channel_, [current](const Error* e, const wire::Method*) {
       auto self = current();
       if (!self) return;
       if (e) return self->failed(*e);
@@ -274,6 +276,7 @@ void RecoveringChannel::failed(const Error& cause) {
     connection_->close_channel(channel_, [](const Error*, const wire::Method*) {});
     channel_ = 0;
   }
+  handle_ = {};
   if (permanent_for_channel(cause)) {
     permanent_ = cause;
     fail_waiting(cause);  // waiting will not change the answer
@@ -294,6 +297,7 @@ void RecoveringChannel::failed(const Error& cause) {
 void RecoveringChannel::detach() {
   ready_ = false;
   channel_ = 0;
+  handle_ = {};
   connection_.reset();
   ++epoch_;  // deliveries of the dead channel are stale from now on
   ++open_generation_;

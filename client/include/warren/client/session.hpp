@@ -90,6 +90,9 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   // The connection and channel of this generation, for setup's declarations.
   [[nodiscard]] Connection& connection() const { return *connection_; }
   [[nodiscard]] engine::ChannelId id() const noexcept { return channel_; }
+  // This generation's channel as a handle, for setup's declarations and subscriptions (empty
+  // while none is open). A handle kept past a reconnect fails with its channel's cause.
+  [[nodiscard]] Channel channel() const { return handle_; }
   [[nodiscard]] bool ready() const noexcept { return ready_; }
   [[nodiscard]] std::size_t waiting() const noexcept { return waiting_.size(); }
   [[nodiscard]] std::size_t in_flight() const noexcept { return deadlines_.size() - waiting_.size(); }
@@ -123,6 +126,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   Setup setup_;
   std::shared_ptr<Connection> connection_;
   engine::ChannelId channel_ = 0;
+  Channel handle_;  // the same channel as channel_
   std::uint64_t epoch_ = 0;
   std::uint64_t open_generation_ = 0;  // callbacks of an earlier open attempt are stale
   bool ready_ = false;
