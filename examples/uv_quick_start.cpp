@@ -1,49 +1,41 @@
-// A short libuv program: publish 10 messages with confirms, consume them with acks, close.
-// Usage: uv_publish_consume [URL]   (default amqp://guest:guest@127.0.0.1:5672/%2f)
-#include <uv.h>
-
+// The quick start on libuv: connect, declare a queue, confirm mode, publish 10 messages with
+// a confirm each, consume them with a callback per message, ack each one, close.
+// Usage: uv_quick_start [URL]   (else $WARREN_URL, else amqp://guest:guest@127.0.0.1:5672/%2f)
 #include <cstdio>
-#include <string>
-
+#include <cstdlib>
 #include <warren/client/connection.hpp>
 #include <warren/uv/uv_driver.hpp>
 
 using namespace warren;
 
 int main(int argc, char** argv) {
-  auto url = client::parse_url(argc > 1 ? argv[1] : "amqp://guest:guest@127.0.0.1:5672/%2f");
-  if (!url.ok()) return std::fprintf(stderr, "%s\n", url.error().to_string().c_str()), 2;
-
+  const char* text = argc > 1 ? argv[1] : std::getenv("WARREN_URL");
+  auto url = client::parse_url(text ? text : "amqp://guest:guest@127.0.0.1:5672/%2f");
+  if (!url) return std::fprintf(stderr, "%s\n", url.error().to_string().c_str()), 2;
   uv::UvDriver driver(uv_default_loop());
-  std::shared_ptr<client::Connection> conn;
-  int confirmed = 0, received = 0, status = 1;
-  std::string queue;
-
-  conn = client::Connection::connect(driver, *url, {}, [&](const Error* e) {
+  client::Consumer consumer;  // the subscription lasts while this handle does
+  int settled = 0;            // 10 confirms and 10 acks
+  auto ok = [](const auto& result) {  // a failure is printed and stops the loop
+    if (!result) std::fprintf(stderr, "%s\n", result.error().to_string().c_str()), uv_stop(uv_default_loop());
+    return result.ok();
+  };
+  // Callbacks run on the loop, never inside the call that started them: `conn` is set by then.
+  std::shared_ptr<client::Connection> conn = client::Connection::connect(driver, *url, {}, [&](const Error* e) {
     if (e) return (void)std::fprintf(stderr, "connect: %s\n", e->to_string().c_str());
-    conn->open_channel([&](const Error*, engine::ChannelId ch) {
-      conn->confirm_select(ch, [](const Error*, const wire::Method*) {});
-      conn->queue_declare(ch, wire::QueueDeclare{"", false, false, true, true}, [&, ch](const Error*, const wire::Method* m) {
-        queue = std::string(std::get<wire::QueueDeclareOk>(*m).queue);
-        for (int i = 0; i < 10; ++i) {
-          std::string body = "message " + std::to_string(i);
-          conn->publish(ch, wire::BasicPublish{"", queue}, {}, std::as_bytes(std::span{body.data(), body.size()}),
-                        [&](engine::PublishOutcome o, const Error&) { confirmed += o == engine::PublishOutcome::confirmed; });
-        }
-        conn->consume(ch, wire::BasicConsume{queue}, std::nullopt,
-                      [&](const engine::Message& m) {
-                        std::printf("received %.*s\n", static_cast<int>(m.body.size()), reinterpret_cast<const char*>(m.body.data()));
-                        (void)conn->ack(m.channel, m.delivery_tag);
-                        if (++received == 10) {
-                          std::printf("%d confirmed, %d received\n", confirmed, received);
-                          status = confirmed == 10 ? 0 : 1;
-                          conn->close([](const Error*) {});
-                        }
-                      },
-                      [](const Error*, const wire::Method*) {});
-      });
+    conn->open_channel([&](Result<client::Channel> ch) {
+      if (!ok(ch)) return;
+      // A channel answers in order: nothing below has to wait for the reply to what is above it.
+      ch->confirm_select([&](Result<void> r) { ok(r); });
+      ch->queue_declare({.name = "quick-start", .exclusive = true}, [&](Result<client::QueueDeclared> q) { ok(q); });
+      for (int i = 0; i < 10; ++i)  // each publish's confirm (or failure) comes to its own callback
+        ch->publish({.routing_key = "quick-start"}, client::as_bytes("message " + std::to_string(i)),
+                    [&](Result<engine::PublishOutcome> r) { if (ok(r) && ++settled == 20) conn->close({}); });
+      ch->consume({.queue = "quick-start"}, [&](const client::Delivery& d) {
+        std::printf("received %.*s\n", static_cast<int>(d.body_text().size()), d.body_text().data());
+        if (ok(d.ack()) && ++settled == 20) conn->close({});
+      }, [&](Result<client::Consumer> c) { if (ok(c)) consumer = std::move(*c); });
     });
   });
-  uv_run(uv_default_loop(), UV_RUN_DEFAULT);  // ends when the connection is closed
-  return status;
+  uv_run(uv_default_loop(), UV_RUN_DEFAULT);  // returns once the connection is closed, or on a failure
+  return settled == 20 ? 0 : 1;
 }

@@ -168,7 +168,7 @@ install_check() {
   meson install -C build-ci --destdir "$dest" >/dev/null || return 1
   pcdir=$(dirname "$(find "$dest" -name warren-uv.pc | head -n 1)")
   flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --static --cflags --libs warren-uv) || return 1
-  g++ -std=c++20 examples/uv_publish_consume.cpp $flags -o "$dest/example" &&
+  g++ -std=c++20 examples/uv_quick_start.cpp $flags -o "$dest/example" &&
     "$dest/example" "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" | tail -n 1
   local rc=$?
   rm -rf "$dest"
