@@ -65,7 +65,9 @@ class ConsumeJob final : public Job {
         fail("message " + std::to_string(m.delivery_tag), json.error());
         return false;
       }
-      std::cout << json->dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+      // Text stays UTF-8 (no \u escapes); a byte that is not UTF-8 is replaced, never thrown on.
+      constexpr bool ensure_ascii = false;
+      std::cout << json->dump(-1, ' ', ensure_ascii, Json::error_handler_t::replace) << '\n';
     } else {
       std::cout.write(reinterpret_cast<const char*>(m.body.data()), static_cast<std::streamsize>(m.body.size()));
       std::cout << '\n';
