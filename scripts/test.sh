@@ -168,13 +168,31 @@ install_check() {
   meson install -C build-ci --destdir "$dest" >/dev/null || return 1
   pcdir=$(dirname "$(find "$dest" -name warren-uv.pc | head -n 1)")
   flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --static --cflags --libs warren-uv) || return 1
-  g++ -std=c++20 examples/uv_publish_consume.cpp $flags -o "$dest/example" &&
+  g++ -std=c++20 examples/uv_quick_start.cpp $flags -o "$dest/example" &&
     "$dest/example" "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" | tail -n 1
   local rc=$?
   rm -rf "$dest"
   return $rc
 }
 step "install, then build an example against the installed pkg-config files" install_check
+
+# The same through the CMake package: find_package(warren) with CMAKE_PREFIX_PATH at the
+# scratch root's prefix (tests/cmake), then the example runs against the broker.
+cmake_install_check() {
+  local dest prefix
+  dest=$(mktemp -d)
+  meson install -C build-ci --destdir "$dest" >/dev/null || return 1
+  prefix=$(meson introspect build-ci --buildoptions |
+    /usr/bin/python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+  cmake -S tests/cmake -B "$dest/cmake-build" -DCMAKE_PREFIX_PATH="$dest$prefix" >"$dest/cmake.log" &&
+    cmake --build "$dest/cmake-build" >>"$dest/cmake.log" &&
+    "$dest/cmake-build/uv-quick-start" "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" | tail -n 1
+  local rc=$?
+  ((rc == 0)) || tail -n 30 "$dest/cmake.log"
+  rm -rf "$dest"
+  return $rc
+}
+step "install, then build an example with CMake against the installed package" cmake_install_check
 
 # The side-by-side benchmark script, one small round, so it keeps working (the figures in
 # docs/benchmarks.md come from a full run: bench/compare.sh).

@@ -15,7 +15,6 @@
 
 #include "warren/client/connection.hpp"
 #include "warren/client/rpc.hpp"
-#include "warren/engine/describe.hpp"
 #include "warren/uv/uv_driver.hpp"
 
 using namespace warren;
@@ -30,7 +29,8 @@ struct Demo {
   std::uint64_t count = 100000;
   std::size_t size = 64;
   int rpc_calls = 1000;
-  engine::ChannelId pub = 0, rpc_server = 0;
+  client::Channel pub, rpc_server;
+  client::Consumer consumer;  // held until the end: dropping it cancels the subscription
   std::string queue, requests;
   std::string body;
   std::uint64_t sent = 0, confirmed = 0, failed = 0, received = 0;
@@ -54,15 +54,15 @@ struct Demo {
     conn = client::Connection::connect(driver, url, {}, [this](const Error* e) {
       if (e) return fail("connect", *e);
       std::printf("connected to %s:%u\n", conn->endpoint().host.c_str(), conn->endpoint().port);
-      conn->open_channel([this](const Error* e, engine::ChannelId ch) {
-        if (e) return fail("channel.open", *e);
-        pub = ch;
-        conn->confirm_select(pub, [this](const Error* e, const wire::Method*) {
-          if (e) fail("confirm.select", *e);
+      conn->open_channel([this](Result<client::Channel> ch) {
+        if (!ch) return fail("channel.open", ch.error());
+        pub = std::move(*ch);
+        pub.confirm_select([this](Result<void> r) {
+          if (!r) fail("confirm.select", r.error());
         });
-        conn->queue_declare(pub, wire::QueueDeclare{"", false, false, true, true}, [this](const Error* e, const wire::Method* m) {
-          if (e) return fail("queue.declare", *e);
-          queue = std::string(std::get<wire::QueueDeclareOk>(*m).queue);
+        pub.queue_declare({.exclusive = true, .auto_delete = true}, [this](Result<client::QueueDeclared> q) {
+          if (!q) return fail("queue.declare", q.error());
+          queue = q->name;
           std::printf("declared %s\n", queue.c_str());
           body.assign(size, 'w');
           t_pub = Clock::now();
@@ -75,14 +75,12 @@ struct Demo {
   void publish_more() {
     while (sent < count && sent - confirmed - failed < 1000) {
       ++sent;
-      conn->publish(pub, wire::BasicPublish{"", queue}, {}, std::as_bytes(std::span{body.data(), body.size()}),
-                    [this](engine::PublishOutcome o, const Error& e) {
-                      if (o == engine::PublishOutcome::confirmed) ++confirmed;
-                      else if (++failed == 1) std::fprintf(stderr, "warren-demo: publish %s: %s\n",
-                                                         std::string(engine::to_string(o)).c_str(), e.to_string().c_str());
-                      if (confirmed + failed == count) published();
-                      else publish_more();
-                    });
+      pub.publish({.routing_key = queue}, client::as_bytes(body), [this](Result<engine::PublishOutcome> outcome) {
+        if (outcome) ++confirmed;
+        else if (++failed == 1) std::fprintf(stderr, "warren-demo: publish: %s\n", outcome.error().to_string().c_str());
+        if (confirmed + failed == count) published();
+        else publish_more();
+      });
     }
   }
 
@@ -93,15 +91,18 @@ struct Demo {
                 static_cast<unsigned long long>(failed), s, static_cast<double>(count) / s);
     if (failed) exit_code = 1;
     t_con = Clock::now();
-    conn->consume(
-        pub, wire::BasicConsume{queue}, std::nullopt,
-        [this](const engine::Message& m) {
+    pub.consume(
+        {.queue = queue},
+        [this](const client::Delivery& d) {
           ++received;
-          if (received % 100 == 0 || received == confirmed) (void)conn->ack(m.channel, m.delivery_tag, true);
+          if (received % 100 == 0 || received == confirmed) {
+            if (auto r = d.ack({.multiple = true}); !r) return fail("ack", r.error());
+          }
           if (received == confirmed) consumed();
         },
-        [this](const Error* e, const wire::Method*) {
-          if (e) fail("basic.consume", *e);
+        [this](Result<client::Consumer> c) {
+          if (!c) return fail("basic.consume", c.error());
+          consumer = std::move(*c);
         });
   }
 
@@ -116,14 +117,15 @@ struct Demo {
   // is an RpcClient over direct reply-to. First the calls one at a time, for latency; then
   // all of them at once on the same channel, for throughput.
   void start_rpc() {
-    conn->open_channel([this](const Error* e, engine::ChannelId ch) {
-      if (e) return fail("channel.open", *e);
-      rpc_server = ch;
-      conn->queue_declare(rpc_server, wire::QueueDeclare{"", false, false, true, true}, [this](const Error* e, const wire::Method* m) {
-        if (e) return fail("queue.declare", *e);
-        requests = std::string(std::get<wire::QueueDeclareOk>(*m).queue);
+    conn->open_channel([this](Result<client::Channel> ch) {
+      if (!ch) return fail("channel.open", ch.error());
+      rpc_server = std::move(*ch);
+      rpc_server.queue_declare({.exclusive = true, .auto_delete = true}, [this](Result<client::QueueDeclared> q) {
+        if (!q) return fail("queue.declare", q.error());
+        requests = q->name;
+        // RpcServer and RpcClient still take their channel by its number.
         server = client::RpcServer::start(
-            conn, rpc_server, requests,
+            conn, rpc_server.id(), requests,
             [](const engine::Message& m) {
               std::string reply(reinterpret_cast<const char*>(m.body.data()), m.body.size());
               for (auto& c : reply) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -131,9 +133,9 @@ struct Demo {
             },
             [this](const Error* e) {
               if (e) return fail("rpc server", *e);
-              conn->open_channel([this](const Error* e, engine::ChannelId ch) {
-                if (e) return fail("channel.open", *e);
-                rpc = client::RpcClient::start(driver, conn, ch, [this](const Error* e) {
+              conn->open_channel([this](Result<client::Channel> ch) {
+                if (!ch) return fail("channel.open", ch.error());
+                rpc = client::RpcClient::start(driver, conn, ch->id(), [this](const Error* e) {
                   if (e) return fail("rpc client", *e);
                   call();
                 });
@@ -146,7 +148,7 @@ struct Demo {
   void call() {
     auto request = std::make_shared<std::string>("hello " + std::to_string(rpc_done));
     t_rpc = Clock::now();
-    rpc->call("", requests, {}, std::as_bytes(std::span{request->data(), request->size()}), std::chrono::seconds(10),
+    rpc->call("", requests, {}, client::as_bytes(*request), std::chrono::seconds(10),
               [this, request](const Error* e, const engine::Message* reply) {
                 if (e) return fail("rpc call", *e);
                 rpc_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t_rpc).count());
@@ -165,7 +167,7 @@ struct Demo {
     static const std::string request = "at once";
     t_rpc = Clock::now();
     for (int i = 0; i < rpc_calls; ++i)
-      rpc->call("", requests, {}, std::as_bytes(std::span{request.data(), request.size()}), std::chrono::seconds(30),
+      rpc->call("", requests, {}, client::as_bytes(request), std::chrono::seconds(30),
                 [this](const Error* e, const engine::Message* reply) {
                   if (e) return fail("rpc call", *e);
                   if (std::string_view(reinterpret_cast<const char*>(reply->body.data()), reply->body.size()) != "AT ONCE")

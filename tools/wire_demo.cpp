@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   check("channel.open-ok", session.receive_method(1));
   check("confirm.select", session.send(1, ConfirmSelect{}));
   check("confirm.select-ok", session.receive_method(1));
-  check("queue.declare", session.send(1, QueueDeclare{"", false, false, true, true, false, {}}));
+  check("queue.declare", session.send(1, QueueDeclare{.exclusive = true, .auto_delete = true}));  // the broker names it
   auto declared = check("queue.declare-ok", session.receive_method(1));
   std::string queue(std::get<QueueDeclareOk>(declared).queue);
   std::printf("declared %s\n", queue.c_str());
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   while (confirmed + nacked < count) {
     while (sent < count && sent - confirmed - nacked < window) {
-      check("publish", session.queue_publish(1, BasicPublish{"", queue}, BasicProperties{}, body_bytes));
+      check("publish", session.queue_publish(1, BasicPublish{.routing_key = queue}, BasicProperties{}, body_bytes));
       ++sent;
     }
     check("flush", session.flush());
@@ -92,9 +92,9 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(sent), size, static_cast<unsigned long long>(confirmed),
               static_cast<unsigned long long>(nacked), publish_s, static_cast<double>(sent) / publish_s);
 
-  check("basic.qos", session.send(1, BasicQos{0, 500, false}));
+  check("basic.qos", session.send(1, BasicQos{.prefetch_count = 500}));
   check("basic.qos-ok", session.receive_method(1));
-  check("basic.consume", session.send(1, BasicConsume{queue, "", false, false, false, false, {}}));
+  check("basic.consume", session.send(1, BasicConsume{.queue = queue}));
   check("basic.consume-ok", session.receive_method(1));
   std::uint64_t received = 0, body_bytes_seen = 0, last_tag = 0;
   auto t1 = Clock::now();
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
       body_bytes_seen += frame.payload.size();
       ++received;  // one body frame per message at this size
       if (received % 100 == 0 || received == sent)
-        check("basic.ack", session.send(1, BasicAck{last_tag, true}));
+        check("basic.ack", session.send(1, BasicAck{.delivery_tag = last_tag, .multiple = true}));
     }
   }
   double consume_s = seconds_since(t1);

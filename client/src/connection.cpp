@@ -8,6 +8,20 @@ namespace warren::client {
 
 using engine::ChannelId;
 
+namespace {
+
+// RabbitMQ's URI spec reads "amqp://host/" as the empty vhost, not as "/": a common first
+// mistake that the broker answers only with "530 NOT_ALLOWED - vhost  not found".
+void add_vhost_hint(Error& cause, const ConnectionUrl& url, const Endpoint& endpoint) {
+  if (cause.reply_code != 530 || !url.vhost.empty()) return;
+  const bool v6 = endpoint.host.find(':') != std::string::npos;
+  const std::string host = v6 ? "[" + endpoint.host + "]" : endpoint.host;
+  cause.detail += " (the URL \"" + std::string(url.tls ? "amqps" : "amqp") + "://" + host + ":" +
+                  std::to_string(endpoint.port) + "/\" names the empty vhost; the default vhost \"/\" is written \"/%2f\")";
+}
+
+}  // namespace
+
 std::shared_ptr<Connection> Connection::connect(Driver& driver, const ConnectionUrl& url, ClientOptions options,
                                                 Done on_ready) {
   std::shared_ptr<Connection> c(new Connection(driver, url, std::move(options), std::move(on_ready)));
@@ -208,6 +222,10 @@ void Connection::dispatch(const engine::Event& event) {
           if (!ready_reported_ && !close_asked_ && !refused && endpoint_index_ + 1 < url_.endpoints.size()) {
             last_dial_error_ = e.cause;
             redial_ = true;  // once this turn of the loop is over
+          } else if (!ready_reported_) {
+            Error cause = e.cause;
+            add_vhost_hint(cause, url_, endpoint());
+            finish(cause);
           } else {
             finish(e.cause);
           }

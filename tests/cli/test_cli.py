@@ -270,7 +270,9 @@ class Cli(unittest.TestCase):
         self.ok(warren("delete", "queue", q, url=URL))  # no path: also "/"
         r = warren("declare", "queue", q, url=f"{URL}/")  # the empty vhost, which does not exist
         self.assertEqual(r.returncode, 1)
-        self.assertEqual(r.stderr.decode(), "warren: connection closed (530): NOT_ALLOWED - vhost  not found\n")
+        self.assertEqual(r.stderr.decode(), "warren: connection closed (530): NOT_ALLOWED - vhost  not found "
+                         f"(the URL \"amqp://127.0.0.1:{PORT}/\" names the empty vhost; "
+                         "the default vhost \"/\" is written \"/%2f\")\n")
 
     def test_bad_url_parameter(self):
         r = warren("declare", "queue", "x", url=f"amqp://127.0.0.1:{PORT}?hearbeat=5")

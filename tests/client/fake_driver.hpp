@@ -227,8 +227,11 @@ class FakeBroker {
         send(0, wire::ConnectionClose{403, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN", 0, 0});
       else
         send(0, wire::ConnectionTune{2047, 131072, 0});
-    } else if (std::holds_alternative<wire::ConnectionOpen>(*m)) {
-      send(0, wire::ConnectionOpenOk{});
+    } else if (const auto* open = std::get_if<wire::ConnectionOpen>(&*m)) {
+      // The only vhost this broker has is "/"; any other gets RabbitMQ's answer.
+      const std::string missing = "NOT_ALLOWED - vhost " + std::string(open->virtual_host) + " not found";
+      if (open->virtual_host == "/") send(0, wire::ConnectionOpenOk{});
+      else send(0, wire::ConnectionClose{.reply_code = 530, .reply_text = missing, .class_id = 10, .method_id = 40});
     } else if (std::holds_alternative<wire::ConnectionClose>(*m)) {
       send(0, wire::ConnectionCloseOk{});
     } else if (std::holds_alternative<wire::ChannelOpen>(*m)) {

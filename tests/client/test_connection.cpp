@@ -155,6 +155,26 @@ TEST_F(ConnectionTest, a_refused_login_ends_the_dial_at_once) {
   EXPECT_EQ(driver.dials, 1);
 }
 
+// "amqp://host/" names the empty vhost (RabbitMQ's URI spec), which a first-time user did not
+// mean: the broker's bare 530 says only "vhost  not found", so the error says how "/" is written.
+TEST_F(ConnectionTest, a_missing_empty_vhost_says_how_the_default_vhost_is_written) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto c = dial("amqp://guest:guest@fake:5001/");
+  driver.run();
+  EXPECT_EQ(ready.count, 1);
+  EXPECT_EQ(ready.last,
+            "connection closed (530): NOT_ALLOWED - vhost  not found (the URL \"amqp://fake:5001/\" names the empty "
+            "vhost; the default vhost \"/\" is written \"/%2f\")");
+}
+
+TEST_F(ConnectionTest, a_missing_named_vhost_is_reported_as_the_broker_says) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto c = dial("amqp://guest:guest@fake:5001/staging");
+  driver.run();
+  EXPECT_EQ(ready.count, 1);
+  EXPECT_EQ(ready.last, "connection closed (530): NOT_ALLOWED - vhost staging not found");
+}
+
 // Finding 11: the connect timeout defaults to the method timeout, so one setting bounds
 // every wait.
 TEST_F(ConnectionTest, the_connect_timeout_defaults_to_the_method_timeout) {

@@ -45,14 +45,16 @@ class ConsumeJob final : public Job {
     std::uint16_t prefetch = args_->prefetch.value_or(250);
     if (args_->count > 0) prefetch = static_cast<std::uint16_t>(std::min<std::uint64_t>(prefetch, args_->count));
     prefetch_ = prefetch;
-    conn_->consume(
-        channel_, wire::BasicConsume{args_->queue, "", false, args_->no_ack}, prefetch,
-        [this](const engine::Message& m) { on_message(m); },
-        [this](const Error* cause) {
-          if (cause && !failed() && !done_) fail("consume " + args_->queue, *cause);
-        },
-        [this](const Error* e, const wire::Method*) {
-          if (e) fail("consume " + args_->queue, *e);
+    channel_.consume(
+        {.queue = args_->queue, .auto_ack = args_->no_ack, .prefetch = prefetch},
+        [this](const client::Delivery& d) { on_message(d); },
+        [this](Result<client::Consumer> c) {
+          if (!c) return fail("consume " + args_->queue, c.error());
+          consumer_ = std::move(*c);
+          // Our own cancel comes only once the count is reached; any other end is a failure.
+          consumer_.on_ended([this](const Error& cause) {
+            if (!failed() && !done_) fail("consume " + args_->queue, cause);
+          });
         });
   }
 
@@ -63,7 +65,9 @@ class ConsumeJob final : public Job {
         fail("message " + std::to_string(m.delivery_tag), json.error());
         return false;
       }
-      std::cout << json->dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+      // Text stays UTF-8 (no \u escapes); a byte that is not UTF-8 is replaced, never thrown on.
+      constexpr bool ensure_ascii = false;
+      std::cout << json->dump(-1, ' ', ensure_ascii, Json::error_handler_t::replace) << '\n';
     } else {
       std::cout.write(reinterpret_cast<const char*>(m.body.data()), static_cast<std::streamsize>(m.body.size()));
       std::cout << '\n';
@@ -72,19 +76,18 @@ class ConsumeJob final : public Job {
     return true;
   }
 
-  void on_message(const engine::Message& m) {
+  void on_message(const client::Delivery& d) {
     if (done_ || failed()) return;
-    if (!print(m)) return;
+    if (!print(d.raw())) return;
     ++received_;
     const bool last = args_->count > 0 && received_ == args_->count;
     // The cancel goes out before the last ack, so the window that ack opens is never filled.
-    if (last && !args_->no_ack) conn_->cancel(m.channel, m.consumer_tag, [](const Error*, const wire::Method*) {});
+    if (last && !args_->no_ack) consumer_.cancel(nullptr);
     if (!args_->no_ack) {
       // Acking message i lets the broker send message i + prefetch: hold back the acks that
       // would let it send past the count, and ack them all together at the end.
       if (args_->count == 0 || received_ + prefetch_ <= args_->count || last) {
-        if (auto r = conn_->ack(m.channel, m.delivery_tag, /*multiple=*/last); !r.ok())
-          return fail("ack", r.error());
+        if (auto r = d.ack({.multiple = last}); !r.ok()) return fail("ack", r.error());
       }
     }
     if (args_->count > 0 && received_ == args_->count) {
@@ -94,15 +97,15 @@ class ConsumeJob final : public Job {
   }
 
   void get_next() {
-    conn_->get(channel_, wire::BasicGet{args_->queue, true}, [this](const Error* e, const engine::Message* m) {
-      if (e) return fail("get " + args_->queue, *e);
+    channel_.get({.queue = args_->queue, .auto_ack = true}, [this](Result<std::optional<client::Message>> m) {
+      if (!m) return fail("get " + args_->queue, m.error());
       if (done_ || failed()) return;
-      if (!m) {  // empty: look again shortly (the deadline, if any, ends the wait)
+      if (!*m) {  // empty: look again shortly (the deadline, if any, ends the wait)
         if (!poll_timer_) poll_timer_ = driver().timer([this] { get_next(); });
         poll_timer_->arm(driver().now() + std::chrono::milliseconds(50));
         return;
       }
-      if (!print(*m)) return;
+      if (!print((*m)->view())) return;
       if (++received_ == args_->count) {
         done_ = true;
         return finish();
@@ -122,6 +125,7 @@ class ConsumeJob final : public Job {
   std::shared_ptr<ConsumeArgs> args_;
   engine::Instant started_ = std::chrono::steady_clock::now();
   std::unique_ptr<client::Timer> deadline_timer_, poll_timer_;
+  client::Consumer consumer_;  // held while the subscription runs: dropping it cancels
   std::uint64_t received_ = 0;
   std::uint64_t prefetch_ = 0;
   bool done_ = false;

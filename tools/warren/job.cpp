@@ -54,12 +54,12 @@ int Job::run() {
     report("--driver", "expected uv or asio, not '" + common_.driver + "'");
     return exit_usage;
   }
-  connect_another([this](const Error* e, std::shared_ptr<client::Connection> c) {
-    if (e) return fail("", *e);
-    conn_ = std::move(c);
-    conn_->open_channel([this](const Error* e, engine::ChannelId ch) {
-      if (e) return fail("channel.open", *e);
-      channel_ = ch;
+  connect_another([this](Result<std::shared_ptr<client::Connection>> c) {
+    if (!c) return fail("", c.error());
+    conn_ = std::move(*c);
+    conn_->open_channel([this](Result<client::Channel> ch) {
+      if (!ch) return fail("channel.open", ch.error());
+      channel_ = std::move(*ch);
       start();
     });
   });
@@ -67,12 +67,11 @@ int Job::run() {
   return exit_code_;
 }
 
-void Job::connect_another(std::function<void(const Error*, std::shared_ptr<client::Connection>)> done) {
+void Job::connect_another(client::Callback<std::shared_ptr<client::Connection>> done) {
   connect_from(0, std::make_shared<decltype(done)>(std::move(done)));
 }
 
-void Job::connect_from(std::size_t index,
-                       std::shared_ptr<std::function<void(const Error*, std::shared_ptr<client::Connection>)>> done) {
+void Job::connect_from(std::size_t index, std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done) {
   auto holder = std::make_shared<std::shared_ptr<client::Connection>>();
   *holder = client::Connection::connect(driver(), urls_[index], options(), [this, index, done, holder](const Error* e) {
     auto c = std::move(*holder);
@@ -80,25 +79,26 @@ void Job::connect_from(std::size_t index,
       // Refused credentials are not a host problem: another URL is not tried for them.
       if (index + 1 < urls_.size() && e->code != make_error_code(errc::access_refused))
         return connect_from(index + 1, done);
-      return (*done)(e, nullptr);
+      return (*done)(*e);
     }
     track(c);
-    (*done)(nullptr, std::move(c));
+    (*done)(std::move(c));
   });
 }
 
-void Job::ensure_queue(const std::string& queue, std::function<void(const Error*, std::uint32_t)> done) {
-  auto shared = std::make_shared<decltype(done)>(std::move(done));
-  conn_->open_channel([this, queue, shared](const Error* e, engine::ChannelId probe) {
-    if (e) return (*shared)(e, 0);
-    conn_->queue_declare(probe, wire::QueueDeclare{queue, true}, [this, queue, shared, probe](const Error* e, const wire::Method* m) {
-      if (!e) {
-        conn_->close_channel(probe, [](const Error*, const wire::Method*) {});
-        return (*shared)(nullptr, std::get<wire::QueueDeclareOk>(*m).message_count);
+void Job::ensure_queue(const std::string& queue, client::Callback<std::uint32_t> messages) {
+  auto done = std::make_shared<decltype(messages)>(std::move(messages));
+  conn_->open_channel([this, queue, done](Result<client::Channel> probe) {
+    if (!probe) return (*done)(probe.error());
+    probe->queue_declare({.name = queue, .passive = true}, [this, queue, done, probe = *probe](Result<client::QueueDeclared> q) {
+      if (q) {
+        probe.close(nullptr);
+        return (*done)(q->message_count);
       }
-      if (e->reply_code != 404) return (*shared)(e, 0);
-      conn_->queue_declare(channel_, wire::QueueDeclare{queue}, [shared](const Error* e, const wire::Method* m) {
-        (*shared)(e, e ? 0 : std::get<wire::QueueDeclareOk>(*m).message_count);
+      if (q.error().reply_code != 404) return (*done)(q.error());
+      channel_.queue_declare({.name = queue}, [done](Result<client::QueueDeclared> q) {
+        if (!q) return (*done)(q.error());
+        (*done)(q->message_count);
       });
     });
   });

@@ -63,18 +63,18 @@ class Job {
   [[nodiscard]] bool failed() const noexcept { return exit_code_ != 0; }
   [[nodiscard]] client::Driver& driver() { return runtime_->driver(); }
   // Opens one more connection to the same URLs (perf: one per producer and consumer).
-  void connect_another(std::function<void(const Error*, std::shared_ptr<client::Connection>)> done);
+  void connect_another(client::Callback<std::shared_ptr<client::Connection>> done);
   void track(std::shared_ptr<client::Connection> c);  // closed with the job
   // The queue as it is, or declared non-durable when it is missing; `done` gets its message
   // count. The passive check runs on a channel of its own, since a 404 closes it.
-  void ensure_queue(const std::string& queue, std::function<void(const Error*, std::uint32_t messages)> done);
+  void ensure_queue(const std::string& queue, client::Callback<std::uint32_t> messages);
 
   std::shared_ptr<client::Connection> conn_;
-  engine::ChannelId channel_ = 0;
+  client::Channel channel_;
   int exit_code_ = 0;
 
  private:
-  void connect_from(std::size_t index, std::shared_ptr<std::function<void(const Error*, std::shared_ptr<client::Connection>)>> done);
+  void connect_from(std::size_t index, std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done);
   void close_all();
 
   Common common_;

@@ -42,7 +42,7 @@ class PerfJob;
 
 struct Producer {
   std::shared_ptr<client::Connection> conn;
-  engine::ChannelId channel = 0;
+  client::Channel channel;
   std::uint64_t sent = 0;
   std::uint64_t settled_through = 0;  // highest publish id settled (confirms come in order)
   std::uint64_t first_id = 0;         // id of the first publish, to turn ids into counts
@@ -51,10 +51,10 @@ struct Producer {
 
 struct Consumer {
   std::shared_ptr<client::Connection> conn;
-  engine::ChannelId channel = 0;
+  client::Channel channel;
+  client::Consumer subscription;  // held for the run: dropping it cancels
   std::uint64_t received = 0;
   std::uint64_t unacked = 0;
-  std::uint64_t last_tag = 0;
   bool done = false;
 };
 
@@ -77,21 +77,25 @@ class PerfJob final : public Job {
   }
 
   void start() override {
-    auto declared = [this](const Error* e, std::uint32_t messages) {
-      if (e) return fail("queue " + queue_, *e);
-      initial_messages_ = messages;
-      connect_workers();
-    };
     if (!args_->queue.empty()) {
       queue_ = args_->queue;
-      return ensure_queue(queue_, declared);
+      return ensure_queue(queue_, [this](Result<std::uint32_t> messages) {
+        if (!messages) return fail("queue " + queue_, messages.error());
+        declared(*messages);
+      });
     }
-    conn_->queue_declare(channel_, wire::QueueDeclare{""}, [this, declared](const Error* e, const wire::Method* m) {
-      if (e) return fail("queue.declare", *e);
-      queue_ = std::string(std::get<wire::QueueDeclareOk>(*m).queue);
+    channel_.queue_declare({}, [this](Result<client::QueueDeclared> q) {
+      if (!q) return fail("queue.declare", q.error());
+      queue_ = q->name;
       delete_queue_ = true;
-      declared(nullptr, 0);
+      declared(0);
     });
+  }
+
+  void declared(std::uint32_t messages) {
+    initial_messages_ = messages;
+    publish_ = {.routing_key = queue_};
+    connect_workers();
   }
 
   void connect_workers() {
@@ -105,17 +109,18 @@ class PerfJob final : public Job {
   // Connection, channel, and confirm mode when asked for; publishing starts once every
   // worker is ready, so consumers are listening before the first message.
   void setup_producer(Producer& p) {
-    connect_another([this, &p](const Error* e, std::shared_ptr<client::Connection> c) {
-      if (e) return fail("producer connect", *e);
-      p.conn = std::move(c);
-      p.conn->open_channel([this, &p](const Error* e, engine::ChannelId ch) {
-        if (e) return fail("producer channel.open", *e);
-        p.channel = ch;
+    connect_another([this, &p](Result<std::shared_ptr<client::Connection>> c) {
+      if (!c) return fail("producer connect", c.error());
+      p.conn = std::move(*c);
+      p.conn->open_channel([this, &p](Result<client::Channel> ch) {
+        if (!ch) return fail("producer channel.open", ch.error());
+        p.channel = std::move(*ch);
         p.conn->on_writable = [this, &p] { publish_more(p); };
+        // The callback-free publish: outcomes arrive here by range, nothing is stored per message.
         p.conn->on_publish_done = [this, &p](const engine::PublishDone& d) { on_settled(p, d); };
         if (args_->confirm_window == 0) return worker_ready();
-        p.conn->confirm_select(ch, [this](const Error* e, const wire::Method*) {
-          if (e) return fail("confirm.select", *e);
+        p.channel.confirm_select([this](Result<void> r) {
+          if (!r) return fail("confirm.select", r.error());
           worker_ready();
         });
       });
@@ -123,20 +128,21 @@ class PerfJob final : public Job {
   }
 
   void setup_consumer(Consumer& c) {
-    connect_another([this, &c](const Error* e, std::shared_ptr<client::Connection> conn) {
-      if (e) return fail("consumer connect", *e);
-      c.conn = std::move(conn);
-      c.conn->open_channel([this, &c](const Error* e, engine::ChannelId ch) {
-        if (e) return fail("consumer channel.open", *e);
-        c.channel = ch;
-        c.conn->consume(
-            ch, wire::BasicConsume{queue_, "", false, args_->auto_ack}, args_->prefetch,
-            [this, &c](const engine::Message& m) { on_message(c, m); },
-            [this](const Error* cause) {
-              if (cause && !finished_) fail("consumer", *cause);
-            },
-            [this](const Error* e, const wire::Method*) {
-              if (e) return fail("basic.consume " + queue_, *e);
+    connect_another([this, &c](Result<std::shared_ptr<client::Connection>> conn) {
+      if (!conn) return fail("consumer connect", conn.error());
+      c.conn = std::move(*conn);
+      c.conn->open_channel([this, &c](Result<client::Channel> ch) {
+        if (!ch) return fail("consumer channel.open", ch.error());
+        c.channel = std::move(*ch);
+        c.channel.consume(
+            {.queue = queue_, .auto_ack = args_->auto_ack, .prefetch = args_->prefetch},
+            [this, &c](const client::Delivery& d) { on_message(c, d); },
+            [this, &c](Result<client::Consumer> subscription) {
+              if (!subscription) return fail("basic.consume " + queue_, subscription.error());
+              c.subscription = std::move(*subscription);
+              c.subscription.on_ended([this](const Error& cause) {
+                if (!finished_) fail("consumer", cause);
+              });
               worker_ready();
             });
       });
@@ -171,8 +177,7 @@ class PerfJob final : public Job {
         const std::uint64_t t = now_ns();
         std::memcpy(body_.data(), &t, 8);
       }
-      auto id = p.conn->publish(p.channel, wire::BasicPublish{"", queue_}, {},
-                                std::as_bytes(std::span{body_.data(), body_.size()}));
+      auto id = p.channel.publish(publish_, client::as_bytes(body_));
       if (!id.ok()) return fail("publish", id.error());
       if (p.sent++ == 0) p.first_id = *id;
     }
@@ -199,31 +204,31 @@ class PerfJob final : public Job {
     check_done();
   }
 
-  void on_message(Consumer& c, const engine::Message& m) {
+  void on_message(Consumer& c, const client::Delivery& d) {
     if (c.done || finished_) return;
     ++c.received;
     ++received_total_;
-    if (args_->producers > 0 && m.body.size() >= 8) {
+    if (args_->producers > 0 && d.body().size() >= 8) {
       std::uint64_t t;
-      std::memcpy(&t, m.body.data(), 8);
+      std::memcpy(&t, d.body().data(), 8);
       const std::uint64_t now = now_ns();
       if (now >= t) latency_.record(now - t);
     }
     if (!args_->auto_ack) {
       ++c.unacked;
-      c.last_tag = m.delivery_tag;
-      if (args_->multi_ack <= 1 || c.unacked >= args_->multi_ack) ack(c);
+      if (args_->multi_ack <= 1 || c.unacked >= args_->multi_ack) ack(c, d);
     }
     const bool own_limit = args_->consumer_count > 0 && c.received == args_->consumer_count;
     if (own_limit) {
       c.done = true;
-      if (c.unacked) ack(c);
+      if (c.unacked) ack(c, d);
     }
     check_done();
   }
 
-  void ack(Consumer& c) {
-    if (auto r = c.conn->ack(c.channel, c.last_tag, args_->multi_ack > 1); !r.ok()) return fail("ack", r.error());
+  // With -A N one ack settles this delivery and every earlier one still unacked.
+  void ack(Consumer& c, const client::Delivery& d) {
+    if (auto r = d.ack({.multiple = args_->multi_ack > 1}); !r.ok()) return fail("ack", r.error());
     c.unacked = 0;
   }
 
@@ -253,10 +258,10 @@ class PerfJob final : public Job {
   void wait_until_held(std::uint64_t sent) {
     if (holding_check_) return;
     holding_check_ = true;
-    conn_->queue_declare(channel_, wire::QueueDeclare{queue_, true}, [this, sent](const Error* e, const wire::Method* m) {
-      if (e) return fail("queue.declare " + queue_, *e);
+    channel_.queue_declare({.name = queue_, .passive = true}, [this, sent](Result<client::QueueDeclared> q) {
+      if (!q) return fail("queue.declare " + queue_, q.error());
       holding_check_ = false;
-      if (std::get<wire::QueueDeclareOk>(*m).message_count >= initial_messages_ + sent) return end();
+      if (q->message_count >= initial_messages_ + sent) return end();
       if (!poll_timer_) poll_timer_ = driver().timer([this] { check_done(); });
       poll_timer_->arm(driver().now() + std::chrono::milliseconds(5));
     });
@@ -316,7 +321,7 @@ class PerfJob final : public Job {
                   out["latency_us"]["p99"].get<double>(), peak_rss_kb());
     }
     if (delete_queue_) {
-      conn_->queue_delete(channel_, wire::QueueDelete{queue_}, [this](const Error*, const wire::Method*) { finish(); });
+      channel_.queue_delete({.queue = queue_}, [this](Result<std::uint32_t>) { finish(); });
     } else {
       finish();
     }
@@ -327,6 +332,7 @@ class PerfJob final : public Job {
   bool delete_queue_ = false;
   std::uint32_t initial_messages_ = 0;
   std::string body_;
+  client::Publish publish_;  // to queue_ through the default exchange, the same every time
   std::vector<Producer> producers_;
   std::vector<Consumer> consumers_;
   int pending_setup_ = 0;

@@ -9,7 +9,6 @@
 
 #include "commands.hpp"
 #include "values.hpp"
-#include "warren/engine/describe.hpp"
 
 namespace warren::cli {
 namespace {
@@ -95,10 +94,12 @@ class PublishJob final : public Job {
   }
 
   void start() override {
+    publish_ = {.exchange = args_->exchange, .routing_key = args_->routing_key, .mandatory = args_->mandatory,
+                .properties = properties_.properties()};
     conn_->on_writable = [this] { publish_more(); };
     if (!args_->confirm) return publish_more();
-    conn_->confirm_select(channel_, [this](const Error* e, const wire::Method*) {
-      if (e) return fail("confirm.select", *e);
+    channel_.confirm_select([this](Result<void> r) {
+      if (!r) return fail("confirm.select", r.error());
       publish_more();
     });
   }
@@ -113,24 +114,23 @@ class PublishJob final : public Job {
         break;
       }
       const std::uint64_t number = ++sent_;
-      conn_->publish(channel_, wire::BasicPublish{args_->exchange, args_->routing_key, args_->mandatory},
-                     properties_.properties(), std::as_bytes(std::span{body->data(), body->size()}),
-                     [this, number](engine::PublishOutcome outcome, const Error& cause) { settled(number, outcome, cause); });
+      channel_.publish(publish_, client::as_bytes(*body),
+                       [this, number](Result<engine::PublishOutcome> outcome) { settled(number, outcome); });
     }
     if (input_done_ && settled_ == sent_ && !failed()) finish();
   }
 
-  void settled(std::uint64_t number, engine::PublishOutcome outcome, const Error& cause) {
+  void settled(std::uint64_t number, const Result<engine::PublishOutcome>& outcome) {
     ++settled_;
-    using engine::PublishOutcome;
-    if (outcome != PublishOutcome::confirmed && outcome != PublishOutcome::written) {
+    if (!outcome) {
+      const Error& cause = outcome.error();
       std::string why;
-      if (outcome == PublishOutcome::returned)
+      if (cause.code == make_error_code(errc::unroutable))
         why = "returned " + std::to_string(cause.reply_code) + " " + cause.detail;
-      else if (outcome == PublishOutcome::nacked)
+      else if (cause.code == make_error_code(errc::nacked))
         why = "nacked by the broker";
-      else
-        why = std::string(engine::to_string(outcome)) + ": " + describe(cause);
+      else  // its fate is unknown: it ran out of time, or its channel or connection ended
+        why = std::string(cause.code == make_error_code(errc::timeout) ? "timed_out" : "failed") + ": " + describe(cause);
       return fail_text("message " + std::to_string(number), why);
     }
     publish_more();
@@ -139,6 +139,7 @@ class PublishJob final : public Job {
   std::shared_ptr<PublishArgs> args_;
   wire::FieldTable headers_;
   MessageProperties properties_;
+  client::Publish publish_;  // the same for every message: only the body changes
   std::unique_ptr<Bodies> bodies_;
   std::uint64_t sent_ = 0, settled_ = 0;
   bool input_done_ = false;

@@ -29,10 +29,11 @@ class ServeJob final : public Job {
 
  private:
   void start() override {
-    ensure_queue(args_->queue, [this](const Error* e, std::uint32_t) {
-      if (e) return fail("rpc serve " + args_->queue, *e);
+    ensure_queue(args_->queue, [this](Result<std::uint32_t> declared) {
+      if (!declared) return fail("rpc serve " + args_->queue, declared.error());
+      // RpcServer and RpcClient still take the channel by its number.
       server_ = client::RpcServer::start(
-          conn_, channel_, args_->queue,
+          conn_, channel_.id(), args_->queue,
           [this](const engine::Message& request) {
             if (args_->count > 0 && ++answered_ == args_->count) driver().post([this] { finish(); });
             return upper(request.body);
@@ -58,9 +59,9 @@ class CallJob final : public Job {
   Result<void> validate() override { return check_timeout_seconds(args_->timeout_s); }
 
   void start() override {
-    rpc_ = client::RpcClient::start(driver(), conn_, channel_, [this](const Error* e) {
+    rpc_ = client::RpcClient::start(driver(), conn_, channel_.id(), [this](const Error* e) {
       if (e) return fail("rpc call " + args_->queue, *e);
-      rpc_->call("", args_->queue, {}, std::as_bytes(std::span{args_->body.data(), args_->body.size()}),
+      rpc_->call("", args_->queue, {}, client::as_bytes(args_->body),
                  from_seconds(args_->timeout_s),
                  [this](const Error* e, const engine::Message* reply) {
                    if (e) {

@@ -33,28 +33,37 @@ class TopologyJob final : public Job {
 
   void start() override {
     const auto& a = *args_;
-    auto answered = [this](const Error* e, const wire::Method* reply) {
-      if (e) return fail(args_->what + " " + args_->name, *e);
-      if (const auto* ok = reply ? std::get_if<wire::QueueDeclareOk>(reply) : nullptr)
-        std::cout << ok->queue << " messages=" << ok->message_count << " consumers=" << ok->consumer_count << std::endl;
+    auto answered = [this](const Result<void>& r) {
+      if (!r) return fail(args_->what + " " + args_->name, r.error());
       finish();
     };
-    if (a.what == "declare queue")
-      conn_->queue_declare(channel_, wire::QueueDeclare{a.name, false, a.durable, a.exclusive, a.auto_delete, false, arguments_},
-                           answered);
-    else if (a.what == "declare exchange")
-      conn_->exchange_declare(channel_, wire::ExchangeDeclare{a.name, a.type, false, a.durable, a.auto_delete, false, false, arguments_},
-                              answered);
-    else if (a.what == "bind")
-      conn_->queue_bind(channel_, wire::QueueBind{a.name, a.exchange, a.routing_key, false, arguments_}, answered);
-    else if (a.what == "delete queue")
-      conn_->queue_delete(channel_, wire::QueueDelete{a.name}, answered);
-    else
-      conn_->exchange_delete(channel_, wire::ExchangeDelete{a.name}, answered);
+    if (a.what == "declare queue") {
+      channel_.queue_declare({.name = a.name, .durable = a.durable, .exclusive = a.exclusive,
+                              .auto_delete = a.auto_delete, .arguments = arguments_},
+                             [this](Result<client::QueueDeclared> q) {
+                               if (!q) return fail(args_->what + " " + args_->name, q.error());
+                               std::cout << q->name << " messages=" << q->message_count
+                                         << " consumers=" << q->consumer_count << std::endl;
+                               finish();
+                             });
+    } else if (a.what == "declare exchange") {
+      channel_.exchange_declare({.name = a.name, .type = a.type, .durable = a.durable, .auto_delete = a.auto_delete,
+                                 .arguments = arguments_},
+                                answered);
+    } else if (a.what == "bind") {
+      channel_.queue_bind({.queue = a.name, .exchange = a.exchange, .routing_key = a.routing_key, .arguments = arguments_},
+                          answered);
+    } else if (a.what == "delete queue") {
+      channel_.queue_delete({.queue = a.name}, [answered](Result<std::uint32_t> r) {
+        answered(r ? Result<void>() : Result<void>(r.error()));
+      });
+    } else {
+      channel_.exchange_delete({.name = a.name}, answered);
+    }
   }
 
   std::shared_ptr<TopologyArgs> args_;
-  wire::FieldTable arguments_;
+  client::FieldTable arguments_;
 };
 
 void set_runner(CLI::App& cmd, Runner& run, std::shared_ptr<TopologyArgs> args, std::string what) {
