@@ -35,17 +35,29 @@ TEST(SimRegression, close_during_the_handshake_never_runs_its_done) {
 }
 
 // Invariant "exactly once" (here: no exception out of the loop); bug 4. A publish with a null
-// Settled on a channel never opened fails, and the failure path calls the null callback:
-// std::bad_function_call from FakeDriver::run().
+// callback that the connection refuses, and the failure path calls the null callback:
+// std::bad_function_call from FakeDriver::run(). Through the Channel handle the refusal comes
+// from the connection while it closes (the broker's close-ok is held back, so the channel's
+// handle is still open): the same failure path in Connection::publish.
 TEST(SimRegression, publish_with_a_null_settled_callback_on_the_failure_path) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::hold_input, 0, 0}, {Op::close_connection, 0, 0},
+                {Op::publish_null_callback, 0, 0}});
+}
+
+// The original list of bug 4: with no channel open the publish goes to an empty Channel
+// handle, which must fail (invalid_argument) without calling the null callback.
+TEST(SimRegression, publish_with_a_null_callback_on_an_empty_channel_handle) {
   expect_holds({{Op::connect, 0, 0}, {Op::publish_null_callback, 0, 0}});
 }
 
 // Invariants "deliveries" and "exactly once" (on_ended of a started subscription); bug 3.
-// A no_wait consume reports success but registers no handler: the broker's delivery never
-// reaches on_message, and on_ended never runs.
+// A no_wait consume reported success but registered no handler: the broker's delivery never
+// reached on_message, and on_ended never ran. The public API has no no_wait consume any more
+// (ConsumeOptions has none); the same list now runs the subscription with a tag of our own
+// that replaced it, registered on consume-ok: the delivery must reach on_delivery, and
+// on_ended must run once when the connection closes at the end.
 TEST(SimRegression, a_no_wait_consume_receives_nothing_and_never_ends) {
-  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 0}, {Op::consume_no_wait, 0, 0},
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 0}, {Op::consume, 0, 0},
                 {Op::other_publisher, 0, 0}});
 }
 
