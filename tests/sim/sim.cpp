@@ -14,7 +14,7 @@ using client::Connection;
 namespace {
 
 constexpr std::uint16_t ports_by_fault[] = {5001, 5002, 5003, 5004};
-constexpr std::uint16_t ports_by_connect[] = {5001, 5006, 5007};
+constexpr std::uint16_t ports_by_connect[] = {5001, 5006, 5007, 5001};  // by b % 4: half to the broker
 constexpr engine::Duration advances[] = {0ms, 10ms, 100ms, 1000ms, 3000ms, 11000ms};
 constexpr engine::Duration timeouts[] = {100ms, 1000ms, 5000ms, 30000ms};
 
@@ -126,6 +126,9 @@ struct Sim::Impl {
     driver.hosts[5004] = test::FakeDriver::Host::refuse;
     driver.hosts[5006] = test::FakeDriver::Host::black_hole;
     driver.hosts[5007] = test::FakeDriver::Host::mute;
+    // The broker already has two queues (durable ones, say); q2 exists once declared, q3 never.
+    world.queues["q0"];
+    world.queues["q1"];
   }
 
   static client::ClientOptions options() {
@@ -251,7 +254,7 @@ struct Sim::Impl {
 
   // ---- commands
   void connect(int b) {
-    const std::uint16_t port = ports_by_connect[b % 3];
+    const std::uint16_t port = ports_by_connect[b % 4];
     auto url = client::parse_url("amqp://guest:guest@fake:" + std::to_string(port) + "?heartbeat=1");
     conns.push_back(Conn{});
     const std::size_t index = conns.size() - 1;

@@ -41,8 +41,8 @@
 namespace warren::sim {
 
 enum class Op : std::uint8_t {
-  // the Connection (port by b: 5001 broker, 5006 black hole, 5007 mute) and its Channel,
-  // Consumer and Message handles
+  // the Connection (port by b % 4: 0 and 3 the broker on 5001, 1 a black hole on 5006, 2 mute
+  // on 5007) and its Channel, Consumer and Message handles
   connect, open_channel, close_channel, declare, publish, publish_no_callback, publish_null_callback,
   publish_large, confirm_select, consume, consume_stream, cancel, receive, ack, ack_dead, get, rpc_start, rpc_call,
   close_connection,
