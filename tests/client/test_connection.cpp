@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "client/fake_driver.hpp"
+#include "support/outcome.hpp"
 #include "warren/client/connection.hpp"
 
 namespace warren::test {
@@ -13,11 +14,14 @@ namespace {
 struct Calls {
   int count = 0;
   std::string last;  // "ok" or the error's text
-  void operator()(const Error* e) {
+  template <class T>
+  void operator()(const Result<T>& r) {
     ++count;
-    last = e ? e->to_string() : "ok";
+    last = r ? "ok" : r.error().to_string();
   }
 };
+
+std::span<const std::byte> text(std::string_view s) { return std::as_bytes(std::span{s.data(), s.size()}); }
 
 class ConnectionTest : public ::testing::Test {
  protected:
@@ -27,7 +31,7 @@ class ConnectionTest : public ::testing::Test {
   std::shared_ptr<client::Connection> dial(const std::string& url_text, client::ClientOptions options = {}) {
     auto url = client::parse_url(url_text);
     if (!url.ok()) throw std::runtime_error(url.error().to_string());
-    return client::Connection::connect(driver, *url, std::move(options), [this](const Error* e) { ready(e); });
+    return client::Connection::connect(driver, *url, std::move(options), [this](Result<void> r) { ready(r); });
   }
   std::shared_ptr<client::Connection> connected() {
     driver.hosts[5001] = FakeDriver::Host::broker;
@@ -36,12 +40,14 @@ class ConnectionTest : public ::testing::Test {
     if (ready.last != "ok") throw std::runtime_error("not connected: " + ready.last);
     return c;
   }
-  engine::ChannelId channel(client::Connection& c) {
-    engine::ChannelId id = 0;
-    c.open_channel([&](const Error*, engine::ChannelId ch) { id = ch; });
+  client::Channel channel(client::Connection& c) {
+    client::Channel ch;
+    c.open_channel([&](Result<client::Channel> r) {
+      if (r) ch = *r;
+    });
     driver.run();
-    if (id == 0) throw std::runtime_error("channel did not open");
-    return id;
+    if (!ch.is_open()) throw std::runtime_error("channel did not open");
+    return ch;
   }
 };
 
@@ -49,26 +55,30 @@ class ConnectionTest : public ::testing::Test {
 TEST_F(ConnectionTest, a_channel_still_opening_when_the_connection_dies_is_told_once) {
   auto c = connected();
   Calls opened;
-  c->open_channel([&](const Error* e, engine::ChannelId) { opened(e); });
+  c->open_channel([&](Result<client::Channel> r) { opened(r); });
   driver.reset_all();  // before the broker's open-ok is read
   driver.advance(60s);
   EXPECT_EQ(opened.count, 1);
   EXPECT_EQ(opened.last, "connection lost: connection reset by peer");
 }
 
-// Finding 3: a no-wait consume never registered its handler, so its deliveries were dropped
-// (and left unacknowledged on the channel).
-TEST_F(ConnectionTest, a_no_wait_consume_receives_its_deliveries) {
+// Finding 3: a no-wait consume never registered its handler, so its deliveries were dropped.
+// The public API has no no-wait consume; a subscription with a tag of our own is registered
+// when consume-ok names it, and each delivery reaches on_delivery.
+TEST_F(ConnectionTest, a_consume_with_its_own_tag_receives_its_deliveries) {
   auto c = connected();
   auto ch = channel(*c);
   std::vector<std::string> bodies;
   Calls consumed;
-  wire::BasicConsume m{.queue = "q", .consumer_tag = "mine", .no_wait = true};
-  c->consume(ch, m, std::nullopt,
-             [&](const engine::Message& msg) { bodies.emplace_back(reinterpret_cast<const char*>(msg.body.data()), msg.body.size()); },
-             [&](const Error* e, const wire::Method*) { consumed(e); });
+  client::Consumer consumer;
+  ch.consume({.queue = "q", .tag = "mine"}, [&](const client::Delivery& d) { bodies.emplace_back(d.body_text()); },
+             [&](Result<client::Consumer> r) {
+               consumed(r);
+               if (r) consumer = std::move(*r);
+             });
   driver.run();
   EXPECT_EQ(consumed.count, 1);
+  EXPECT_EQ(consumer.tag(), "mine");
   driver.last_broker().deliver("one");
   driver.last_broker().deliver("two");
   driver.run();
@@ -76,11 +86,26 @@ TEST_F(ConnectionTest, a_no_wait_consume_receives_its_deliveries) {
 }
 
 // Finding 4: a publish that fails at once with no callback given called the empty callback
-// (std::bad_function_call on the loop).
+// (std::bad_function_call on the loop): on an empty handle, on a closed one, and refused by
+// a connection that is closing.
 TEST_F(ConnectionTest, a_failed_publish_without_a_callback_calls_nothing) {
   auto c = connected();
-  const std::string body = "x";
-  c->publish(999, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), client::Connection::Settled{});
+  client::Channel{}.publish({.routing_key = "q"}, text("x"), nullptr);
+  EXPECT_NO_THROW(driver.run());
+
+  auto closed = channel(*c);
+  closed.close(nullptr);
+  driver.run();
+  ASSERT_FALSE(closed.is_open());
+  closed.publish({.routing_key = "q"}, text("x"), nullptr);
+  EXPECT_NO_THROW(driver.run());
+
+  auto ch = channel(*c);
+  driver.hold_input(5001, true);  // the close-ok waits: the connection is closing, the handle open
+  c->close(nullptr);
+  driver.run();
+  ASSERT_TRUE(ch.is_open());
+  ch.publish({.routing_key = "q"}, text("x"), nullptr);
   EXPECT_NO_THROW(driver.run());
 }
 
@@ -90,7 +115,7 @@ TEST_F(ConnectionTest, close_while_dialling_stops_the_dial) {
   driver.hosts[5001] = FakeDriver::Host::black_hole;
   auto c = dial("amqp://guest:guest@fake:5001,fake:5002");
   Calls closed;
-  c->close([&](const Error* e) { closed(e); });
+  c->close([&](Result<void> r) { closed(r); });
   driver.advance(60s);
   EXPECT_EQ(closed.count, 1);
   EXPECT_EQ(closed.last, "ok");
@@ -105,7 +130,7 @@ TEST_F(ConnectionTest, close_during_the_handshake_runs_its_done_once) {
   auto c = dial("amqp://guest:guest@fake:5001");
   driver.run();  // TCP is up; the broker has not answered the protocol header
   Calls closed;
-  c->close([&](const Error* e) { closed(e); });
+  c->close([&](Result<void> r) { closed(r); });
   driver.advance(60s);
   EXPECT_EQ(closed.count, 1);
   EXPECT_EQ(closed.last, "ok");
@@ -117,10 +142,10 @@ TEST_F(ConnectionTest, close_during_the_handshake_runs_its_done_once) {
 TEST_F(ConnectionTest, every_close_caller_is_told_once) {
   auto c = connected();
   Calls first, second, third;
-  c->close([&](const Error* e) { first(e); });
-  c->close([&](const Error* e) { second(e); });
+  c->close([&](Result<void> r) { first(r); });
+  c->close([&](Result<void> r) { second(r); });
   driver.run();
-  c->close([&](const Error* e) { third(e); });  // after the end
+  c->close([&](Result<void> r) { third(r); });  // after the end
   driver.advance(60s);
   EXPECT_EQ(first.count, 1);
   EXPECT_EQ(second.count, 1);
@@ -176,19 +201,18 @@ TEST_F(ConnectionTest, a_publish_times_out_at_its_own_or_its_channels_deadline) 
   driver.run();
   ASSERT_EQ(ready.last, "ok");
   auto ch = channel(*c);
-  c->confirm_select(ch, {});
+  ch.confirm_select(nullptr);
   driver.run();
-  ASSERT_TRUE(c->set_channel_timeout(ch, 3s).ok());
+  ASSERT_TRUE(ch.set_timeout(3s).ok());
   std::vector<std::string> outcomes;
-  const std::string body = "x";
   auto record = [&](std::string name) {
-    return [&outcomes, name](engine::PublishOutcome o, const Error& e) {
+    return [&outcomes, name](Result<engine::PublishOutcome> r) {
+      auto [o, e] = split(std::move(r));
       outcomes.push_back(name + " " + (o == engine::PublishOutcome::timed_out ? "timed out: " + e.detail : "other"));
     };
   };
-  c->publish(ch, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), record("channel's"));
-  c->publish(ch, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), record("own"),
-             engine::PublishOptions{.timeout = 1s});
+  ch.publish({.routing_key = "q"}, text("x"), record("channel's"));
+  ch.publish({.routing_key = "q", .timeout = 1s}, text("x"), record("own"));
   driver.advance(1s);
   EXPECT_EQ(outcomes, (std::vector<std::string>{"own timed out: no confirm within 1000 ms; the broker may or may not have the message"}));
   driver.advance(2s);

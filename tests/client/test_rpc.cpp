@@ -20,7 +20,7 @@ class RpcTest : public ::testing::Test {
     auto url = client::parse_url("amqp://guest:guest@fake:5001");
     ASSERT_TRUE(url.ok());
     bool ready = false;
-    conn = client::Connection::connect(driver, *url, {}, [&](const Error* e) { ready = !e; });
+    conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { ready = r.ok(); });
     driver.run();
     ASSERT_TRUE(ready);
     client::Channel ch;
