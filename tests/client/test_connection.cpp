@@ -1,7 +1,12 @@
-// client::Connection on the fake driver: every callback it is handed runs exactly once,
-// whatever ends the connection and whenever close() is called, and the dial moves past a
-// host that takes the TCP connection but never finishes the handshake.
+// client::Connection and its handles on the fake driver: every callback it is handed runs
+// exactly once, whatever ends the connection and whenever close() is called; the dial moves
+// past a host that takes the TCP connection but never finishes the handshake; a Channel or
+// Message of a closed channel never reaches the channel that reuses its number; a cancelled
+// consumer hands back what it never read (except a stream subscription's); a Message is
+// settled on the loop whatever thread acks it.
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "client/fake_driver.hpp"
 #include "support/outcome.hpp"
@@ -218,6 +223,245 @@ TEST_F(ConnectionTest, a_publish_times_out_at_its_own_or_its_channels_deadline) 
   driver.advance(2s);
   ASSERT_EQ(outcomes.size(), 2u);
   EXPECT_EQ(outcomes[1], "channel's timed out: no confirm within 3000 ms; the broker may or may not have the message");
+}
+
+// ---- the handles against the model broker (queues, deliveries, settles, channel.close)
+
+class HandleTest : public ConnectionTest {
+ protected:
+  BrokerWorld world;
+  std::shared_ptr<client::Connection> conn;
+  client::Channel ch;
+
+  void SetUp() override {
+    driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
+    conn = connected();
+    ch = channel(*conn);
+  }
+  FakeBroker& broker() { return driver.last_broker(); }
+  // `n` messages into queue `q`, handed to its consumers now.
+  void fill(const std::string& q, int n) {
+    for (int i = 1; i <= n; ++i) world.queues[q].push_back(BrokerWorld::Message{q + "-" + std::to_string(i), {}, {}, false});
+    world.dispatch();
+    driver.run();
+  }
+  // A push subscription that keeps every delivery as an owned Message.
+  client::Consumer keep_all(const std::string& q, std::vector<client::Message>& kept) {
+    world.queues[q];
+    client::Consumer consumer;
+    ch.consume({.queue = q}, [&kept](const client::Delivery& d) { kept.push_back(d.take()); },
+               [&](Result<client::Consumer> r) {
+                 if (r) consumer = std::move(*r);
+               });
+    driver.run();
+    if (!consumer.active()) throw std::runtime_error("consume failed");
+    return consumer;
+  }
+  static FakeBroker::Settle reject(std::uint16_t channel, std::uint64_t tag) { return {"basic.reject", channel, tag, true}; }
+};
+
+// A handle outlives its channel; the channel number does not: the broker closes channel 1,
+// the next open_channel gets number 1 again, and every verb on the old handle fails with the
+// old channel's cause without sending the broker a byte. Its user's own close is the same.
+TEST_F(HandleTest, a_stale_channel_handle_never_reaches_the_channel_that_reuses_its_number) {
+  world.queues["q"];
+  broker().close_channel(ch.id(), 404, "NOT_FOUND - no exchange 'gone'");
+  driver.run();
+  ASSERT_FALSE(ch.is_open());
+  ASSERT_TRUE(ch.closed_cause().has_value());
+  EXPECT_EQ(ch.closed_cause()->reply_code, 404);
+  auto fresh = channel(*conn);
+  ASSERT_EQ(fresh.id(), ch.id());  // the number is reused
+
+  const auto methods_before = broker().methods;
+  const auto published_before = broker().published;
+  std::vector<std::string> results;
+  auto record = [&](std::string verb) {
+    return [&results, verb](const auto& r) { results.push_back(verb + ": " + (r ? "ok" : r.error().to_string())); };
+  };
+  ch.queue_declare({.name = "q"}, record("queue_declare"));
+  ch.queue_purge({.queue = "q"}, record("queue_purge"));
+  ch.confirm_select(record("confirm_select"));
+  ch.get({.queue = "q"}, record("get"));
+  ch.consume({.queue = "q"}, [](const client::Delivery&) {}, record("consume"));
+  ch.consume({.queue = "q"}, record("consume (stream)"));
+  ch.publish({.routing_key = "q"}, text("stale"), record("publish"));
+  ch.close(record("close"));
+  EXPECT_TRUE(results.empty()) << "a callback ran inside the call that started it";
+  auto no_callback = ch.publish({.routing_key = "q"}, text("stale"));
+  ASSERT_FALSE(no_callback.ok());
+  EXPECT_EQ(no_callback.error().reply_code, 404);
+  EXPECT_EQ(ch.set_timeout(1s).error().reply_code, 404);
+  driver.run();
+
+  const std::string cause = "not found (404): NOT_FOUND - no exchange 'gone'";
+  EXPECT_EQ(results, (std::vector<std::string>{"queue_declare: " + cause, "queue_purge: " + cause, "confirm_select: " + cause,
+                                               "get: " + cause, "consume: " + cause, "consume (stream): " + cause,
+                                               "publish: " + cause, "close: " + cause}));
+  EXPECT_EQ(broker().methods, methods_before) << "the stale handle reached channel " << fresh.id();
+  EXPECT_EQ(broker().published, published_before);
+  EXPECT_TRUE(fresh.is_open());
+
+  // The application's own close leaves a stale handle too.
+  Calls closed;
+  fresh.close([&](Result<void> r) { closed(r); });
+  driver.run();
+  ASSERT_EQ(closed.last, "ok");
+  auto third = channel(*conn);
+  ASSERT_EQ(third.id(), fresh.id());
+  const auto before_close = broker().methods;
+  Calls stale;
+  fresh.queue_declare({.name = "q"}, [&](Result<client::QueueDeclared> r) { stale(r); });
+  driver.run();
+  EXPECT_EQ(stale.count, 1);
+  EXPECT_EQ(stale.last.rfind("channel closed (200)", 0), 0u) << stale.last;
+  EXPECT_EQ(broker().methods, before_close);
+
+  // The live handle on that number works.
+  Calls declared;
+  third.queue_declare({.name = "q"}, [&](Result<client::QueueDeclared> r) { declared(r); });
+  driver.run();
+  EXPECT_EQ(declared.last, "ok");
+  EXPECT_EQ(broker().methods.back(), "queue.declare");
+}
+
+// A stream consumer's cancel hands back every delivery it buffered and never read: one
+// basic.reject with requeue per delivery tag, after the basic.cancel, and the broker has them
+// back in the queue. A stream subscription's are never rejected (RabbitMQ 3.10-3.12 closes
+// the connection for that), whether it says .stream or names x-stream-offset.
+TEST_F(HandleTest, a_cancelled_stream_consumer_rejects_each_unread_delivery_once_unless_it_is_a_stream) {
+  struct Case {
+    std::string name;
+    client::ConsumeOptions options;
+    bool rejects;
+  };
+  std::vector<Case> cases{
+      {"buffered", {.queue = "q"}, true},
+      {".stream = true", {.queue = "q", .stream = true}, false},
+      {"x-stream-offset", {.queue = "q", .arguments = {{"x-stream-offset", std::string("first")}}}, false},
+  };
+  world.queues["q"];
+  for (auto& k : cases) {
+    SCOPED_TRACE(k.name);
+    auto c = channel(*conn);
+    client::Consumer consumer;
+    c.consume(k.options, [&](Result<client::Consumer> r) {
+      if (r) consumer = std::move(*r);
+    });
+    driver.run();
+    ASSERT_TRUE(consumer.active());
+    fill("q", 3);
+    ASSERT_EQ(consumer.buffered(), 3u);
+    std::optional<client::Message> first;
+    consumer.receive([&](Result<client::Message> r) {
+      if (r) first = std::move(*r);
+    });
+    driver.run();
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->delivery_tag(), 1u);
+    EXPECT_EQ(consumer.buffered(), 2u);
+
+    const auto settles_before = broker().settles.size();
+    const auto methods_before = broker().methods.size();
+    Calls cancelled;
+    consumer.cancel([&](Result<void> r) { cancelled(r); });
+    driver.run();
+    EXPECT_EQ(cancelled.count, 1);
+    EXPECT_EQ(cancelled.last, "ok");
+    EXPECT_EQ(consumer.buffered(), 0u);
+    const std::vector<FakeBroker::Settle> settles(broker().settles.begin() + static_cast<std::ptrdiff_t>(settles_before),
+                                                  broker().settles.end());
+    const std::vector<std::string> methods(broker().methods.begin() + static_cast<std::ptrdiff_t>(methods_before),
+                                           broker().methods.end());
+    if (k.rejects) {
+      EXPECT_EQ(settles, (std::vector<FakeBroker::Settle>{reject(c.id(), 2), reject(c.id(), 3)}));
+      EXPECT_EQ(methods, (std::vector<std::string>{"basic.cancel", "basic.reject", "basic.reject"}));
+      EXPECT_EQ(world.queues["q"].size(), 2u);  // requeued, for the next consumer
+    } else {
+      EXPECT_TRUE(settles.empty());
+      EXPECT_EQ(methods, (std::vector<std::string>{"basic.cancel"}));
+      EXPECT_TRUE(world.queues["q"].empty());  // left unacked on the channel
+    }
+    EXPECT_TRUE(world.stream_rejected.empty());
+    Calls after;
+    consumer.receive([&](Result<client::Message> r) { after(r); });
+    driver.run();
+    EXPECT_EQ(after.count, 1);
+    EXPECT_EQ(after.last.rfind("consumer cancelled", 0), 0u) << after.last;
+    ASSERT_TRUE(first->ack().ok());
+    c.close(nullptr);  // the unacked ones of the stream cases go back with the channel
+    driver.run();
+    world.queues["q"].clear();
+  }
+}
+
+// A delivery the broker sent before it saw the cancel (it raced the cancel) reaches the
+// client after the buffer was handed back: it is rejected once too, and never handed out.
+TEST_F(HandleTest, a_delivery_that_raced_a_stream_consumers_cancel_is_rejected_once_and_never_read) {
+  world.queues["q"];
+  client::Consumer consumer;
+  ch.consume({.queue = "q"}, [&](Result<client::Consumer> r) {
+    if (r) consumer = std::move(*r);
+  });
+  driver.run();
+  fill("q", 2);
+  ASSERT_EQ(consumer.buffered(), 2u);
+  world.queues["q"].push_back(BrokerWorld::Message{"raced", {}, {}, false});
+  world.dispatch();  // on its way: not read yet
+  consumer.cancel(nullptr);
+  driver.run();
+  EXPECT_EQ(broker().settles, (std::vector<FakeBroker::Settle>{reject(ch.id(), 1), reject(ch.id(), 2), reject(ch.id(), 3)}));
+  Calls after;
+  consumer.receive([&](Result<client::Message> r) { after(r); });
+  driver.run();
+  EXPECT_EQ(after.last.rfind("consumer cancelled", 0), 0u) << after.last;
+  EXPECT_EQ(world.queues["q"].size(), 3u);
+}
+
+// A Message is owned and may be acked on any thread: from another thread the ack is handed to
+// the loop (nothing is written from that thread) and goes out when the loop runs it. A
+// Message whose channel is gone is refused with channel_closed, on the loop or off it, and
+// sends nothing: its delivery tag would name a delivery of the channel reusing the number.
+TEST_F(HandleTest, a_message_acked_from_another_thread_is_sent_on_the_loop_and_one_of_a_gone_channel_sends_nothing) {
+  std::vector<client::Message> kept;
+  auto consumer = keep_all("q", kept);
+  fill("q", 4);
+  ASSERT_EQ(kept.size(), 4u);
+
+  Result<void> off_loop = make_error(errc::timeout, "not run");
+  std::thread([&] { off_loop = kept[0].ack(); }).join();
+  EXPECT_TRUE(off_loop.ok()) << off_loop.error().to_string();
+  EXPECT_TRUE(broker().settles.empty()) << "the ack was written from the other thread";
+  driver.run();
+  EXPECT_EQ(broker().settles, (std::vector<FakeBroker::Settle>{{"basic.ack", ch.id(), 1, false}}));
+
+  // The broker closes the channel while the other thread's ack is on its way to the loop: the
+  // ack was accepted, and the loop sends nothing once the channel is known to be gone.
+  broker().close_channel(ch.id(), 406, "PRECONDITION_FAILED - inequivalent arg");
+  std::thread([&] { off_loop = kept[1].ack(); }).join();
+  EXPECT_TRUE(off_loop.ok());
+  driver.run();
+  ASSERT_FALSE(ch.is_open());
+  auto fresh = channel(*conn);
+  ASSERT_EQ(fresh.id(), ch.id());
+  std::vector<client::Message> on_fresh;
+  ch = fresh;
+  auto fresh_consumer = keep_all("q", on_fresh);  // the redelivered messages: tags 1, 2, 3 again
+  ASSERT_EQ(on_fresh.size(), 3u);
+  const auto methods_before = broker().methods;
+  const auto settles_before = broker().settles;
+
+  auto on_loop = kept[2].ack();
+  ASSERT_FALSE(on_loop.ok());
+  EXPECT_EQ(on_loop.error().code, make_error_code(errc::channel_closed));
+  std::thread([&] { off_loop = kept[3].ack(); }).join();
+  ASSERT_FALSE(off_loop.ok());
+  EXPECT_EQ(off_loop.error().code, make_error_code(errc::channel_closed));
+  driver.run();
+  EXPECT_EQ(broker().methods, methods_before);
+  EXPECT_EQ(broker().settles, settles_before);
+  EXPECT_TRUE(fresh.is_open());
+  EXPECT_EQ(world.queues["q"].size(), 0u);  // nothing of the fresh channel's was settled by the stale tags
 }
 
 }  // namespace
