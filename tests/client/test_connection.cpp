@@ -418,6 +418,34 @@ TEST_F(HandleTest, a_delivery_that_raced_a_stream_consumers_cancel_is_rejected_o
   EXPECT_EQ(world.queues["q"].size(), 3u);
 }
 
+// NEW, not fixed here (the cause is in engine/, not client/): a stream subscription's delivery
+// that raced its cancel is rejected all the same, by the engine's hand-back of deliveries for
+// a consumer that is cancelling (engine/src/engine/input.cpp, Assembly::Kind::deliver), which
+// does not know the subscription is a stream. RabbitMQ 3.10-3.12 closes the connection (540)
+// for that reject, which consumer.hpp promises never to send. Enable once the engine is told.
+TEST_F(HandleTest, DISABLED_a_delivery_that_raced_a_stream_subscriptions_cancel_is_not_rejected) {
+  world.queues["q"];
+  for (auto options : {client::ConsumeOptions{.queue = "q", .stream = true},
+                       client::ConsumeOptions{.queue = "q", .arguments = {{"x-stream-offset", std::string("first")}}}}) {
+    auto c = channel(*conn);
+    client::Consumer consumer;
+    c.consume(options, [&](Result<client::Consumer> r) {
+      if (r) consumer = std::move(*r);
+    });
+    driver.run();
+    ASSERT_TRUE(consumer.active());
+    world.queues["q"].push_back(BrokerWorld::Message{"raced", {}, {}, false});
+    world.dispatch();  // on its way: not read yet
+    const auto settles_before = broker().settles;
+    consumer.cancel(nullptr);
+    driver.run();
+    EXPECT_EQ(broker().settles, settles_before);
+    c.close(nullptr);
+    driver.run();
+    world.queues["q"].clear();
+  }
+}
+
 // A Message is owned and may be acked on any thread: from another thread the ack is handed to
 // the loop (nothing is written from that thread) and goes out when the loop runs it. A
 // Message whose channel is gone is refused with channel_closed, on the loop or off it, and

@@ -2,7 +2,8 @@
 // the same harness (tests/sim/sim.hpp: ports, timeouts and the model broker are set up there;
 // each Cmd is {operation, a, b}). Each says which invariant it breaks and which known bug (by
 // its number in the brief on main) or NEW finding it shows. They fail until the fixes land;
-// that is expected, and none is skipped.
+// that is expected, and none is skipped, except (DISABLED_) one whose cause is outside client/:
+// run it with --gtest_also_run_disabled_tests.
 #include <gtest/gtest.h>
 
 #include "sim/sim.hpp"
@@ -113,6 +114,20 @@ TEST(SimRegression, an_rpc_client_whose_start_failed_still_takes_calls_that_outl
 TEST(SimRegression, on_ended_of_a_live_consumer_runs_after_the_close_done) {
   expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 0}, {Op::consume, 0, 0},
                 {Op::close_connection, 0, 0}});
+}
+
+// Invariant "deliveries" (a stream subscription's delivery is never rejected); NEW, found
+// while porting to the Channel/Consumer API, cause in engine/ and not fixed on this branch.
+// A stream subscription (x-stream-offset, a=4) on q0, manual ack (b=0); the stream to the
+// client holds what the broker sends; a message reaches the queue and is delivered (held);
+// the consumer is cancelled; the held delivery arrives while the cancel awaits cancel-ok. The
+// engine hands back a delivery that raced a cancel with basic.reject
+// (engine/src/engine/input.cpp, Assembly::Kind::deliver) without knowing the subscription is a
+// stream, so the broker gets the reject RabbitMQ 3.10-3.12 answers with a 540 connection close
+// and consumer.hpp promises never to send.
+TEST(SimRegression, DISABLED_a_stream_subscriptions_delivery_that_raced_the_cancel_is_rejected) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::consume_stream, 4, 0}, {Op::hold_input, 0, 0},
+                {Op::other_publisher, 0, 0}, {Op::cancel, 0, 0}, {Op::release_input, 0, 0}});
 }
 
 }  // namespace
