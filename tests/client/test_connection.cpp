@@ -446,6 +446,41 @@ TEST_F(HandleTest, DISABLED_a_delivery_that_raced_a_stream_subscriptions_cancel_
   }
 }
 
+// A stream consumer whose subscription the prefetch bounds (manual ack) gets no more than
+// that many deliveries from the broker, so a full buffer does not stop the connection's
+// reading (consumer.hpp: only a subscription without that bound does). A connection that
+// stops reading misses the broker's heartbeats, and its other channels' answers, until the
+// application reads again.
+TEST_F(HandleTest, a_full_buffer_of_a_prefetch_bounded_stream_consumer_keeps_the_connection_reading) {
+  driver.broker_configs[5001].heartbeat_s = 1;
+  auto c = dial("amqp://guest:guest@fake:5001?heartbeat=1");
+  driver.run();
+  ASSERT_TRUE(c->is_open());
+  auto subscribed = channel(*c);
+  auto other = channel(*c);
+  world.queues["q"];
+  client::Consumer consumer;
+  subscribed.consume({.queue = "q", .prefetch = 2}, [&](Result<client::Consumer> r) {
+    if (r) consumer = std::move(*r);
+  });
+  driver.run();
+  ASSERT_TRUE(consumer.active());
+  fill("q", 2);
+  ASSERT_EQ(consumer.buffered(), 2u);
+
+  Calls declared;
+  other.queue_declare({.name = "q"}, [&](Result<client::QueueDeclared> r) { declared(r); });
+  driver.advance(10s);  // nobody reads the consumer; the broker's heartbeats go on
+  EXPECT_EQ(declared.last, "ok");
+  EXPECT_TRUE(c->is_open());
+  EXPECT_TRUE(consumer.active());
+  std::vector<std::string> read;
+  for (int i = 0; i < 2; ++i)
+    consumer.receive([&](Result<client::Message> r) { read.push_back(r ? std::string(r->body_text()) : r.error().to_string()); });
+  driver.run();
+  EXPECT_EQ(read, (std::vector<std::string>{"q-1", "q-2"}));
+}
+
 // A Message is owned and may be acked on any thread: from another thread the ack is handed to
 // the loop (nothing is written from that thread) and goes out when the loop runs it. A
 // Message whose channel is gone is refused with channel_closed, on the loop or off it, and
