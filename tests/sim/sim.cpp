@@ -350,7 +350,7 @@ struct Sim::Impl {
 
   // A subscription, push (on_delivery, keeping d.take() for the ack op) or stream (read by the
   // receive op). Half the stream ones are stream subscriptions (x-stream-offset): their
-  // deliveries must never be rejected.
+  // deliveries must never be rejected; half have a buffer of 2.
   void consume(int a, int b, bool stream) {
     Conn* c = conn();
     if (!c) return;
@@ -364,6 +364,9 @@ struct Sim::Impl {
     const int done = reg(c->scope, "consume " + tag + "'s done");
     client::ConsumeOptions o{.queue = q, .tag = tag, .auto_ack = auto_ack};
     if (stream && a >= 4) o.arguments = {{"x-stream-offset", std::string("first")}};
+    // A small buffer fills (the model broker ignores basic.qos): the connection stops reading
+    // while it is full and unread, and reads again once receive drains it.
+    if (stream && a % 2 == 1) o.prefetch = 2;
     auto started = [this, index, k, done, t](Result<client::Consumer> r) {
       hit(done);
       refused(t, r);
