@@ -87,6 +87,7 @@ class ConsumerCore : public std::enable_shared_from_this<ConsumerCore> {
   std::string tag;
   const bool manual_ack;
   const bool stream;  // never reject its deliveries
+  const bool bounded;  // manual ack under a prefetch: the broker sends no more than limit_
   std::function<void(const Delivery&)> on_delivery;  // push mode; empty: stream mode
 
   // From the connection (loop thread).

@@ -23,6 +23,7 @@ ConsumerCore::ConsumerCore(std::shared_ptr<ChannelCore> ch, const ConsumeOptions
       tag(options.tag),
       manual_ack(!options.auto_ack),
       stream(options.stream || names_stream_offset(options.arguments)),
+      bounded(!options.auto_ack && options.prefetch != 0),
       on_delivery(std::move(deliver_fn)),
       limit_(options.prefetch && *options.prefetch != 0 ? *options.prefetch : default_buffer) {
   if (!on_delivery) {
@@ -47,7 +48,10 @@ void ConsumerCore::deliver(const engine::Message& m) {
   }
   ring_[(head_ + count_) % ring_.size()].assign(m, channel, pool_);
   ++count_;
-  if (count_ >= limit_) hold(true);
+  // A bounded subscription is full at its prefetch and the broker waits for acks: reading on
+  // would only let the heartbeats and the other channels through. Only past the bound (a
+  // qos of the channel's own) or without one does the buffer stop the connection's reading.
+  if (count_ > limit_ || (!bounded && count_ == limit_)) hold(true);
   drain();
 }
 

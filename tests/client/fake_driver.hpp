@@ -8,7 +8,9 @@
 // For the simulation (tests/sim/): a broker given a BrokerWorld is a model of RabbitMQ (queues
 // that outlive connections, routing on the default exchange, consumers, basic.get, delivery
 // acks, confirms, heartbeats) with faults a test scripts: close a channel or the connection,
-// block, go silent, cancel a consumer, hold or nack confirms. A stream can be cut, stalled, or
+// block, go silent, cancel a consumer, hold or nack confirms. Every broker, model or not,
+// logs the settles (ack, nack, reject) it read with their delivery tags; the model also
+// notes a reject or nack of a stream subscription's delivery (x-stream-offset). A stream can be cut, stalled, or
 // hold what it reads. Without a world the broker behaves as it always did.
 #pragma once
 
@@ -43,6 +45,9 @@ struct BrokerWorld {
   // everything it is given would otherwise keep the simulated loop busy forever.
   static constexpr int max_deliveries = 20;
   std::vector<std::string> bounced;
+  // Deliveries of a stream subscription (x-stream-offset) the client rejected or nacked:
+  // RabbitMQ 3.10-3.12 closes the connection (540) for that, so it must never happen.
+  std::vector<std::string> stream_rejected;
   std::map<std::string, int> delivered;  // deliveries sent, by consumer tag
   std::map<std::string, std::deque<Message>> queues;
   std::map<std::string, int> received;  // by publish key (the body up to its first ':')
@@ -90,6 +95,15 @@ class FakeBroker {
 
   std::uint64_t published = 0;  // bodies received
   std::vector<std::string> methods;  // every method the client sent, by name
+  // Every basic.ack, basic.nack and basic.reject the client sent, with its delivery tag.
+  struct Settle {
+    std::string method;
+    std::uint16_t channel = 0;
+    std::uint64_t delivery_tag = 0;
+    bool requeue = false;
+    friend bool operator==(const Settle&, const Settle&) = default;
+  };
+  std::vector<Settle> settles;
   std::function<void(std::vector<std::byte>)> push;  // set by the stream: bytes to the client
 
   // A delivery to the last consumer, sent now.
@@ -221,6 +235,7 @@ class FakeBroker {
     auto m = wire::decode_method(f.payload);
     if (!m.ok()) return;
     methods.emplace_back(std::visit([](const auto& x) { return std::string(x.name); }, *m));
+    record_settle(f.channel, *m);
     const auto ch = f.channel;
     if (std::holds_alternative<wire::ConnectionStartOk>(*m)) {
       if (config_.refuse_login)
@@ -254,6 +269,12 @@ class FakeBroker {
     }
   }
 
+  void record_settle(std::uint16_t channel, const wire::Method& m) {
+    if (const auto* a = std::get_if<wire::BasicAck>(&m)) settles.push_back({"basic.ack", channel, a->delivery_tag, false});
+    if (const auto* n = std::get_if<wire::BasicNack>(&m)) settles.push_back({"basic.nack", channel, n->delivery_tag, n->requeue});
+    if (const auto* r = std::get_if<wire::BasicReject>(&m)) settles.push_back({"basic.reject", channel, r->delivery_tag, r->requeue});
+  }
+
   void published_one(std::uint16_t channel) {
     ++published;
     if (auto it = confirm_seq_.find(channel); it != confirm_seq_.end()) {
@@ -273,6 +294,7 @@ class FakeBroker {
   struct Unacked {
     std::string queue;
     BrokerWorld::Message message;
+    bool stream = false;  // delivered to a stream subscription
   };
   struct Incoming {  // a publish whose content is still arriving
     std::string exchange, routing_key, body;
@@ -293,6 +315,7 @@ class FakeBroker {
     std::uint16_t channel = 0;
     std::string queue;
     bool no_ack = false;
+    bool stream = false;  // subscribed with x-stream-offset
   };
   friend struct BrokerWorld;
 
@@ -348,7 +371,7 @@ class FakeBroker {
     if (!m.reply_to.empty()) p.reply_to = m.reply_to;
     (void)wire::write_content(out_, c.channel, wire::BasicDeliver{tag, dtag, m.redelivered, "", c.queue}, p,
                               std::as_bytes(std::span{m.body.data(), m.body.size()}), frame_max_);
-    if (!c.no_ack) ch.unacked.emplace(dtag, Unacked{c.queue, std::move(m)});
+    if (!c.no_ack) ch.unacked.emplace(dtag, Unacked{c.queue, std::move(m), c.stream});
   }
   // One round of deliveries from the world's queues to this connection's consumers.
   bool dispatch_some() {
@@ -423,6 +446,7 @@ class FakeBroker {
     if (!decoded.ok()) return connection_error(502, "SYNTAX_ERROR");
     const wire::Method& m = *decoded;
     methods.emplace_back(std::visit([](const auto& x) { return std::string(x.name); }, m));
+    record_settle(chn, m);
     if (chn == 0) return model_connection_method(m);
     if (closing_) return;  // after connection.close only close-ok counts
     if (const auto* open = std::get_if<wire::ChannelOpen>(&m)) {
@@ -494,7 +518,9 @@ class FakeBroker {
       tag_ = tag;
       consume_channel_ = chn;
       queue_name_ = queue;
-      consumers_by_tag_[tag] = ModelConsumer{chn, queue, c->no_ack};
+      auto arguments = c->arguments.to_table();
+      const bool stream = arguments.ok() && arguments->find("x-stream-offset") != nullptr;
+      consumers_by_tag_[tag] = ModelConsumer{chn, queue, c->no_ack, stream};
       if (!c->no_wait) send(chn, wire::BasicConsumeOk{tag});
       config_.world->dispatch();
       return;
@@ -550,6 +576,7 @@ class FakeBroker {
     for (auto t : tags) {
       auto u = std::move(ch.unacked.at(t));
       ch.unacked.erase(t);
+      if (requeue_it && u.stream) config_.world->stream_rejected.push_back(BrokerWorld::key_of(u.message.body));
       if (requeue_it && *requeue_it) {
         u.message.redelivered = true;
         config_.world->queues[u.queue].push_front(std::move(u.message));

@@ -1,9 +1,15 @@
-// client::Connection on the fake driver: every callback it is handed runs exactly once,
-// whatever ends the connection and whenever close() is called, and the dial moves past a
-// host that takes the TCP connection but never finishes the handshake.
+// client::Connection and its handles on the fake driver: every callback it is handed runs
+// exactly once, whatever ends the connection and whenever close() is called; the dial moves
+// past a host that takes the TCP connection but never finishes the handshake; a Channel or
+// Message of a closed channel never reaches the channel that reuses its number; a cancelled
+// consumer hands back what it never read (except a stream subscription's); a Message is
+// settled on the loop whatever thread acks it.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "client/fake_driver.hpp"
+#include "support/outcome.hpp"
 #include "warren/client/connection.hpp"
 
 namespace warren::test {
@@ -13,11 +19,14 @@ namespace {
 struct Calls {
   int count = 0;
   std::string last;  // "ok" or the error's text
-  void operator()(const Error* e) {
+  template <class T>
+  void operator()(const Result<T>& r) {
     ++count;
-    last = e ? e->to_string() : "ok";
+    last = r ? "ok" : r.error().to_string();
   }
 };
+
+std::span<const std::byte> text(std::string_view s) { return std::as_bytes(std::span{s.data(), s.size()}); }
 
 class ConnectionTest : public ::testing::Test {
  protected:
@@ -27,7 +36,7 @@ class ConnectionTest : public ::testing::Test {
   std::shared_ptr<client::Connection> dial(const std::string& url_text, client::ClientOptions options = {}) {
     auto url = client::parse_url(url_text);
     if (!url.ok()) throw std::runtime_error(url.error().to_string());
-    return client::Connection::connect(driver, *url, std::move(options), [this](const Error* e) { ready(e); });
+    return client::Connection::connect(driver, *url, std::move(options), [this](Result<void> r) { ready(r); });
   }
   std::shared_ptr<client::Connection> connected() {
     driver.hosts[5001] = FakeDriver::Host::broker;
@@ -36,12 +45,14 @@ class ConnectionTest : public ::testing::Test {
     if (ready.last != "ok") throw std::runtime_error("not connected: " + ready.last);
     return c;
   }
-  engine::ChannelId channel(client::Connection& c) {
-    engine::ChannelId id = 0;
-    c.open_channel([&](const Error*, engine::ChannelId ch) { id = ch; });
+  client::Channel channel(client::Connection& c) {
+    client::Channel ch;
+    c.open_channel([&](Result<client::Channel> r) {
+      if (r) ch = *r;
+    });
     driver.run();
-    if (id == 0) throw std::runtime_error("channel did not open");
-    return id;
+    if (!ch.is_open()) throw std::runtime_error("channel did not open");
+    return ch;
   }
 };
 
@@ -49,26 +60,30 @@ class ConnectionTest : public ::testing::Test {
 TEST_F(ConnectionTest, a_channel_still_opening_when_the_connection_dies_is_told_once) {
   auto c = connected();
   Calls opened;
-  c->open_channel([&](const Error* e, engine::ChannelId) { opened(e); });
+  c->open_channel([&](Result<client::Channel> r) { opened(r); });
   driver.reset_all();  // before the broker's open-ok is read
   driver.advance(60s);
   EXPECT_EQ(opened.count, 1);
   EXPECT_EQ(opened.last, "connection lost: connection reset by peer");
 }
 
-// Finding 3: a no-wait consume never registered its handler, so its deliveries were dropped
-// (and left unacknowledged on the channel).
-TEST_F(ConnectionTest, a_no_wait_consume_receives_its_deliveries) {
+// Finding 3: a no-wait consume never registered its handler, so its deliveries were dropped.
+// The public API has no no-wait consume; a subscription with a tag of our own is registered
+// when consume-ok names it, and each delivery reaches on_delivery.
+TEST_F(ConnectionTest, a_consume_with_its_own_tag_receives_its_deliveries) {
   auto c = connected();
   auto ch = channel(*c);
   std::vector<std::string> bodies;
   Calls consumed;
-  wire::BasicConsume m{.queue = "q", .consumer_tag = "mine", .no_wait = true};
-  c->consume(ch, m, std::nullopt,
-             [&](const engine::Message& msg) { bodies.emplace_back(reinterpret_cast<const char*>(msg.body.data()), msg.body.size()); },
-             [&](const Error* e, const wire::Method*) { consumed(e); });
+  client::Consumer consumer;
+  ch.consume({.queue = "q", .tag = "mine"}, [&](const client::Delivery& d) { bodies.emplace_back(d.body_text()); },
+             [&](Result<client::Consumer> r) {
+               consumed(r);
+               if (r) consumer = std::move(*r);
+             });
   driver.run();
   EXPECT_EQ(consumed.count, 1);
+  EXPECT_EQ(consumer.tag(), "mine");
   driver.last_broker().deliver("one");
   driver.last_broker().deliver("two");
   driver.run();
@@ -76,11 +91,26 @@ TEST_F(ConnectionTest, a_no_wait_consume_receives_its_deliveries) {
 }
 
 // Finding 4: a publish that fails at once with no callback given called the empty callback
-// (std::bad_function_call on the loop).
+// (std::bad_function_call on the loop): on an empty handle, on a closed one, and refused by
+// a connection that is closing.
 TEST_F(ConnectionTest, a_failed_publish_without_a_callback_calls_nothing) {
   auto c = connected();
-  const std::string body = "x";
-  c->publish(999, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), client::Connection::Settled{});
+  client::Channel{}.publish({.routing_key = "q"}, text("x"), nullptr);
+  EXPECT_NO_THROW(driver.run());
+
+  auto closed = channel(*c);
+  closed.close(nullptr);
+  driver.run();
+  ASSERT_FALSE(closed.is_open());
+  closed.publish({.routing_key = "q"}, text("x"), nullptr);
+  EXPECT_NO_THROW(driver.run());
+
+  auto ch = channel(*c);
+  driver.hold_input(5001, true);  // the close-ok waits: the connection is closing, the handle open
+  c->close(nullptr);
+  driver.run();
+  ASSERT_TRUE(ch.is_open());
+  ch.publish({.routing_key = "q"}, text("x"), nullptr);
   EXPECT_NO_THROW(driver.run());
 }
 
@@ -90,7 +120,7 @@ TEST_F(ConnectionTest, close_while_dialling_stops_the_dial) {
   driver.hosts[5001] = FakeDriver::Host::black_hole;
   auto c = dial("amqp://guest:guest@fake:5001,fake:5002");
   Calls closed;
-  c->close([&](const Error* e) { closed(e); });
+  c->close([&](Result<void> r) { closed(r); });
   driver.advance(60s);
   EXPECT_EQ(closed.count, 1);
   EXPECT_EQ(closed.last, "ok");
@@ -105,7 +135,7 @@ TEST_F(ConnectionTest, close_during_the_handshake_runs_its_done_once) {
   auto c = dial("amqp://guest:guest@fake:5001");
   driver.run();  // TCP is up; the broker has not answered the protocol header
   Calls closed;
-  c->close([&](const Error* e) { closed(e); });
+  c->close([&](Result<void> r) { closed(r); });
   driver.advance(60s);
   EXPECT_EQ(closed.count, 1);
   EXPECT_EQ(closed.last, "ok");
@@ -117,10 +147,10 @@ TEST_F(ConnectionTest, close_during_the_handshake_runs_its_done_once) {
 TEST_F(ConnectionTest, every_close_caller_is_told_once) {
   auto c = connected();
   Calls first, second, third;
-  c->close([&](const Error* e) { first(e); });
-  c->close([&](const Error* e) { second(e); });
+  c->close([&](Result<void> r) { first(r); });
+  c->close([&](Result<void> r) { second(r); });
   driver.run();
-  c->close([&](const Error* e) { third(e); });  // after the end
+  c->close([&](Result<void> r) { third(r); });  // after the end
   driver.advance(60s);
   EXPECT_EQ(first.count, 1);
   EXPECT_EQ(second.count, 1);
@@ -196,24 +226,324 @@ TEST_F(ConnectionTest, a_publish_times_out_at_its_own_or_its_channels_deadline) 
   driver.run();
   ASSERT_EQ(ready.last, "ok");
   auto ch = channel(*c);
-  c->confirm_select(ch, {});
+  ch.confirm_select(nullptr);
   driver.run();
-  ASSERT_TRUE(c->set_channel_timeout(ch, 3s).ok());
+  ASSERT_TRUE(ch.set_timeout(3s).ok());
   std::vector<std::string> outcomes;
-  const std::string body = "x";
   auto record = [&](std::string name) {
-    return [&outcomes, name](engine::PublishOutcome o, const Error& e) {
+    return [&outcomes, name](Result<engine::PublishOutcome> r) {
+      auto [o, e] = split(std::move(r));
       outcomes.push_back(name + " " + (o == engine::PublishOutcome::timed_out ? "timed out: " + e.detail : "other"));
     };
   };
-  c->publish(ch, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), record("channel's"));
-  c->publish(ch, wire::BasicPublish{.routing_key = "q"}, {}, std::as_bytes(std::span{body}), record("own"),
-             engine::PublishOptions{.timeout = 1s});
+  ch.publish({.routing_key = "q"}, text("x"), record("channel's"));
+  ch.publish({.routing_key = "q", .timeout = 1s}, text("x"), record("own"));
   driver.advance(1s);
   EXPECT_EQ(outcomes, (std::vector<std::string>{"own timed out: no confirm within 1000 ms; the broker may or may not have the message"}));
   driver.advance(2s);
   ASSERT_EQ(outcomes.size(), 2u);
   EXPECT_EQ(outcomes[1], "channel's timed out: no confirm within 3000 ms; the broker may or may not have the message");
+}
+
+// ---- the handles against the model broker (queues, deliveries, settles, channel.close)
+
+class HandleTest : public ConnectionTest {
+ protected:
+  BrokerWorld world;
+  std::shared_ptr<client::Connection> conn;
+  client::Channel ch;
+
+  void SetUp() override {
+    driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
+    conn = connected();
+    ch = channel(*conn);
+  }
+  FakeBroker& broker() { return driver.last_broker(); }
+  // `n` messages into queue `q`, handed to its consumers now.
+  void fill(const std::string& q, int n) {
+    for (int i = 1; i <= n; ++i) world.queues[q].push_back(BrokerWorld::Message{q + "-" + std::to_string(i), {}, {}, false});
+    world.dispatch();
+    driver.run();
+  }
+  // A push subscription that keeps every delivery as an owned Message.
+  client::Consumer keep_all(const std::string& q, std::vector<client::Message>& kept) {
+    world.queues[q];
+    client::Consumer consumer;
+    ch.consume({.queue = q}, [&kept](const client::Delivery& d) { kept.push_back(d.take()); },
+               [&](Result<client::Consumer> r) {
+                 if (r) consumer = std::move(*r);
+               });
+    driver.run();
+    if (!consumer.active()) throw std::runtime_error("consume failed");
+    return consumer;
+  }
+  static FakeBroker::Settle reject(std::uint16_t channel, std::uint64_t tag) { return {"basic.reject", channel, tag, true}; }
+};
+
+// A handle outlives its channel; the channel number does not: the broker closes channel 1,
+// the next open_channel gets number 1 again, and every verb on the old handle fails with the
+// old channel's cause without sending the broker a byte. Its user's own close is the same.
+TEST_F(HandleTest, a_stale_channel_handle_never_reaches_the_channel_that_reuses_its_number) {
+  world.queues["q"];
+  broker().close_channel(ch.id(), 404, "NOT_FOUND - no exchange 'gone'");
+  driver.run();
+  ASSERT_FALSE(ch.is_open());
+  ASSERT_TRUE(ch.closed_cause().has_value());
+  EXPECT_EQ(ch.closed_cause()->reply_code, 404);
+  auto fresh = channel(*conn);
+  ASSERT_EQ(fresh.id(), ch.id());  // the number is reused
+
+  const auto methods_before = broker().methods;
+  const auto published_before = broker().published;
+  std::vector<std::string> results;
+  auto record = [&](std::string verb) {
+    return [&results, verb](const auto& r) { results.push_back(verb + ": " + (r ? "ok" : r.error().to_string())); };
+  };
+  ch.queue_declare({.name = "q"}, record("queue_declare"));
+  ch.queue_purge({.queue = "q"}, record("queue_purge"));
+  ch.confirm_select(record("confirm_select"));
+  ch.get({.queue = "q"}, record("get"));
+  ch.consume({.queue = "q"}, [](const client::Delivery&) {}, record("consume"));
+  ch.consume({.queue = "q"}, record("consume (stream)"));
+  ch.publish({.routing_key = "q"}, text("stale"), record("publish"));
+  ch.close(record("close"));
+  EXPECT_TRUE(results.empty()) << "a callback ran inside the call that started it";
+  auto no_callback = ch.publish({.routing_key = "q"}, text("stale"));
+  ASSERT_FALSE(no_callback.ok());
+  EXPECT_EQ(no_callback.error().reply_code, 404);
+  EXPECT_EQ(ch.set_timeout(1s).error().reply_code, 404);
+  driver.run();
+
+  const std::string cause = "not found (404): NOT_FOUND - no exchange 'gone'";
+  EXPECT_EQ(results, (std::vector<std::string>{"queue_declare: " + cause, "queue_purge: " + cause, "confirm_select: " + cause,
+                                               "get: " + cause, "consume: " + cause, "consume (stream): " + cause,
+                                               "publish: " + cause, "close: " + cause}));
+  EXPECT_EQ(broker().methods, methods_before) << "the stale handle reached channel " << fresh.id();
+  EXPECT_EQ(broker().published, published_before);
+  EXPECT_TRUE(fresh.is_open());
+
+  // The application's own close leaves a stale handle too.
+  Calls closed;
+  fresh.close([&](Result<void> r) { closed(r); });
+  driver.run();
+  ASSERT_EQ(closed.last, "ok");
+  auto third = channel(*conn);
+  ASSERT_EQ(third.id(), fresh.id());
+  const auto before_close = broker().methods;
+  Calls stale;
+  fresh.queue_declare({.name = "q"}, [&](Result<client::QueueDeclared> r) { stale(r); });
+  driver.run();
+  EXPECT_EQ(stale.count, 1);
+  EXPECT_EQ(stale.last.rfind("channel closed (200)", 0), 0u) << stale.last;
+  EXPECT_EQ(broker().methods, before_close);
+
+  // The live handle on that number works.
+  Calls declared;
+  third.queue_declare({.name = "q"}, [&](Result<client::QueueDeclared> r) { declared(r); });
+  driver.run();
+  EXPECT_EQ(declared.last, "ok");
+  EXPECT_EQ(broker().methods.back(), "queue.declare");
+}
+
+// A stream consumer's cancel hands back every delivery it buffered and never read: one
+// basic.reject with requeue per delivery tag, after the basic.cancel, and the broker has them
+// back in the queue. A stream subscription's are never rejected (RabbitMQ 3.10-3.12 closes
+// the connection for that), whether it says .stream or names x-stream-offset.
+TEST_F(HandleTest, a_cancelled_stream_consumer_rejects_each_unread_delivery_once_unless_it_is_a_stream) {
+  struct Case {
+    std::string name;
+    client::ConsumeOptions options;
+    bool rejects;
+  };
+  std::vector<Case> cases{
+      {"buffered", {.queue = "q"}, true},
+      {".stream = true", {.queue = "q", .stream = true}, false},
+      {"x-stream-offset", {.queue = "q", .arguments = {{"x-stream-offset", std::string("first")}}}, false},
+  };
+  world.queues["q"];
+  for (auto& k : cases) {
+    SCOPED_TRACE(k.name);
+    auto c = channel(*conn);
+    client::Consumer consumer;
+    c.consume(k.options, [&](Result<client::Consumer> r) {
+      if (r) consumer = std::move(*r);
+    });
+    driver.run();
+    ASSERT_TRUE(consumer.active());
+    fill("q", 3);
+    ASSERT_EQ(consumer.buffered(), 3u);
+    std::optional<client::Message> first;
+    consumer.receive([&](Result<client::Message> r) {
+      if (r) first = std::move(*r);
+    });
+    driver.run();
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->delivery_tag(), 1u);
+    EXPECT_EQ(consumer.buffered(), 2u);
+
+    const auto settles_before = broker().settles.size();
+    const auto methods_before = broker().methods.size();
+    Calls cancelled;
+    consumer.cancel([&](Result<void> r) { cancelled(r); });
+    driver.run();
+    EXPECT_EQ(cancelled.count, 1);
+    EXPECT_EQ(cancelled.last, "ok");
+    EXPECT_EQ(consumer.buffered(), 0u);
+    const std::vector<FakeBroker::Settle> settles(broker().settles.begin() + static_cast<std::ptrdiff_t>(settles_before),
+                                                  broker().settles.end());
+    const std::vector<std::string> methods(broker().methods.begin() + static_cast<std::ptrdiff_t>(methods_before),
+                                           broker().methods.end());
+    if (k.rejects) {
+      EXPECT_EQ(settles, (std::vector<FakeBroker::Settle>{reject(c.id(), 2), reject(c.id(), 3)}));
+      EXPECT_EQ(methods, (std::vector<std::string>{"basic.cancel", "basic.reject", "basic.reject"}));
+      EXPECT_EQ(world.queues["q"].size(), 2u);  // requeued, for the next consumer
+    } else {
+      EXPECT_TRUE(settles.empty());
+      EXPECT_EQ(methods, (std::vector<std::string>{"basic.cancel"}));
+      EXPECT_TRUE(world.queues["q"].empty());  // left unacked on the channel
+    }
+    EXPECT_TRUE(world.stream_rejected.empty());
+    Calls after;
+    consumer.receive([&](Result<client::Message> r) { after(r); });
+    driver.run();
+    EXPECT_EQ(after.count, 1);
+    EXPECT_EQ(after.last.rfind("consumer cancelled", 0), 0u) << after.last;
+    ASSERT_TRUE(first->ack().ok());
+    c.close(nullptr);  // the unacked ones of the stream cases go back with the channel
+    driver.run();
+    world.queues["q"].clear();
+  }
+}
+
+// A delivery the broker sent before it saw the cancel (it raced the cancel) reaches the
+// client after the buffer was handed back: it is rejected once too, and never handed out.
+TEST_F(HandleTest, a_delivery_that_raced_a_stream_consumers_cancel_is_rejected_once_and_never_read) {
+  world.queues["q"];
+  client::Consumer consumer;
+  ch.consume({.queue = "q"}, [&](Result<client::Consumer> r) {
+    if (r) consumer = std::move(*r);
+  });
+  driver.run();
+  fill("q", 2);
+  ASSERT_EQ(consumer.buffered(), 2u);
+  world.queues["q"].push_back(BrokerWorld::Message{"raced", {}, {}, false});
+  world.dispatch();  // on its way: not read yet
+  consumer.cancel(nullptr);
+  driver.run();
+  EXPECT_EQ(broker().settles, (std::vector<FakeBroker::Settle>{reject(ch.id(), 1), reject(ch.id(), 2), reject(ch.id(), 3)}));
+  Calls after;
+  consumer.receive([&](Result<client::Message> r) { after(r); });
+  driver.run();
+  EXPECT_EQ(after.last.rfind("consumer cancelled", 0), 0u) << after.last;
+  EXPECT_EQ(world.queues["q"].size(), 3u);
+}
+
+// NEW (the cause was in engine/): a stream subscription's delivery that raced its cancel was
+// rejected all the same, by the engine's hand-back of deliveries for a consumer that is
+// cancelling, which did not know the subscription is a stream. RabbitMQ 3.10-3.12 closes the
+// connection (540) for that reject, which consumer.hpp promises never to send.
+TEST_F(HandleTest, a_delivery_that_raced_a_stream_subscriptions_cancel_is_not_rejected) {
+  world.queues["q"];
+  for (auto options : {client::ConsumeOptions{.queue = "q", .stream = true},
+                       client::ConsumeOptions{.queue = "q", .arguments = {{"x-stream-offset", std::string("first")}}}}) {
+    auto c = channel(*conn);
+    client::Consumer consumer;
+    c.consume(options, [&](Result<client::Consumer> r) {
+      if (r) consumer = std::move(*r);
+    });
+    driver.run();
+    ASSERT_TRUE(consumer.active());
+    world.queues["q"].push_back(BrokerWorld::Message{"raced", {}, {}, false});
+    world.dispatch();  // on its way: not read yet
+    const auto settles_before = broker().settles;
+    consumer.cancel(nullptr);
+    driver.run();
+    EXPECT_EQ(broker().settles, settles_before);
+    c.close(nullptr);
+    driver.run();
+    world.queues["q"].clear();
+  }
+}
+
+// A stream consumer whose subscription the prefetch bounds (manual ack) gets no more than
+// that many deliveries from the broker, so a full buffer does not stop the connection's
+// reading (consumer.hpp: only a subscription without that bound does). A connection that
+// stops reading misses the broker's heartbeats, and its other channels' answers, until the
+// application reads again.
+TEST_F(HandleTest, a_full_buffer_of_a_prefetch_bounded_stream_consumer_keeps_the_connection_reading) {
+  driver.broker_configs[5001].heartbeat_s = 1;
+  auto c = dial("amqp://guest:guest@fake:5001?heartbeat=1");
+  driver.run();
+  ASSERT_TRUE(c->is_open());
+  auto subscribed = channel(*c);
+  auto other = channel(*c);
+  world.queues["q"];
+  client::Consumer consumer;
+  subscribed.consume({.queue = "q", .prefetch = 2}, [&](Result<client::Consumer> r) {
+    if (r) consumer = std::move(*r);
+  });
+  driver.run();
+  ASSERT_TRUE(consumer.active());
+  fill("q", 2);
+  ASSERT_EQ(consumer.buffered(), 2u);
+
+  Calls declared;
+  other.queue_declare({.name = "q"}, [&](Result<client::QueueDeclared> r) { declared(r); });
+  driver.advance(10s);  // nobody reads the consumer; the broker's heartbeats go on
+  EXPECT_EQ(declared.last, "ok");
+  EXPECT_TRUE(c->is_open());
+  EXPECT_TRUE(consumer.active());
+  std::vector<std::string> read;
+  for (int i = 0; i < 2; ++i)
+    consumer.receive([&](Result<client::Message> r) { read.push_back(r ? std::string(r->body_text()) : r.error().to_string()); });
+  driver.run();
+  EXPECT_EQ(read, (std::vector<std::string>{"q-1", "q-2"}));
+}
+
+// A Message is owned and may be acked on any thread: from another thread the ack is handed to
+// the loop (nothing is written from that thread) and goes out when the loop runs it. A
+// Message whose channel is gone is refused with channel_closed, on the loop or off it, and
+// sends nothing: its delivery tag would name a delivery of the channel reusing the number.
+TEST_F(HandleTest, a_message_acked_from_another_thread_is_sent_on_the_loop_and_one_of_a_gone_channel_sends_nothing) {
+  std::vector<client::Message> kept;
+  auto consumer = keep_all("q", kept);
+  fill("q", 4);
+  ASSERT_EQ(kept.size(), 4u);
+
+  Result<void> off_loop = make_error(errc::timeout, "not run");
+  std::thread([&] { off_loop = kept[0].ack(); }).join();
+  EXPECT_TRUE(off_loop.ok()) << off_loop.error().to_string();
+  EXPECT_TRUE(broker().settles.empty()) << "the ack was written from the other thread";
+  driver.run();
+  EXPECT_EQ(broker().settles, (std::vector<FakeBroker::Settle>{{"basic.ack", ch.id(), 1, false}}));
+
+  // The broker closes the channel while the other thread's ack is on its way to the loop: the
+  // ack was accepted, and the loop sends nothing once the channel is known to be gone.
+  broker().close_channel(ch.id(), 406, "PRECONDITION_FAILED - inequivalent arg");
+  std::thread([&] { off_loop = kept[1].ack(); }).join();
+  EXPECT_TRUE(off_loop.ok());
+  driver.run();
+  ASSERT_FALSE(ch.is_open());
+  auto fresh = channel(*conn);
+  ASSERT_EQ(fresh.id(), ch.id());
+  std::vector<client::Message> on_fresh;
+  ch = fresh;
+  auto fresh_consumer = keep_all("q", on_fresh);  // the redelivered messages: tags 1, 2, 3 again
+  ASSERT_EQ(on_fresh.size(), 3u);
+  const auto methods_before = broker().methods;
+  const auto settles_before = broker().settles;
+
+  auto on_loop = kept[2].ack();
+  ASSERT_FALSE(on_loop.ok());
+  EXPECT_EQ(on_loop.error().code, make_error_code(errc::channel_closed));
+  std::thread([&] { off_loop = kept[3].ack(); }).join();
+  ASSERT_FALSE(off_loop.ok());
+  EXPECT_EQ(off_loop.error().code, make_error_code(errc::channel_closed));
+  driver.run();
+  EXPECT_EQ(broker().methods, methods_before);
+  EXPECT_EQ(broker().settles, settles_before);
+  EXPECT_TRUE(fresh.is_open());
+  EXPECT_EQ(world.queues["q"].size(), 0u);  // nothing of the fresh channel's was settled by the stale tags
 }
 
 }  // namespace

@@ -28,10 +28,10 @@ class PoolTest : public ::testing::Test {
   };
   std::shared_ptr<Outcome> borrow(client::Pool& pool) {
     auto out = std::make_shared<Outcome>();
-    pool.borrow([out](const Error* e, client::Lease lease) {
+    pool.borrow([out](Result<client::Lease> r) {
       out->answered = true;
-      if (e) out->error = e->to_string();
-      out->lease = std::move(lease);
+      if (!r) out->error = r.error().to_string();
+      else out->lease = std::move(*r);
     });
     return out;
   }
@@ -132,11 +132,14 @@ TEST_F(PoolTest, a_connection_that_fails_while_idle_is_not_lent_again) {
 TEST_F(PoolTest, on_connect_runs_on_every_new_connection_and_nothing_is_replayed) {
   driver.hosts[5001] = FakeDriver::Host::broker;
   int setups = 0;
-  options.on_connect = [&](client::Connection& c, client::Connection::Done done) {
+  options.on_connect = [&](client::Connection& c, client::Callback<void> done) {
     ++setups;
-    c.open_channel([&c, done](const Error* e, engine::ChannelId ch) {
-      if (e) return done(e);
-      c.queue_declare(ch, wire::QueueDeclare{"work"}, [done](const Error* e, const wire::Method*) { done(e); });
+    c.open_channel([done](Result<client::Channel> ch) {
+      if (!ch) return done(ch.error());
+      ch->queue_declare({.name = "work"}, [done](Result<client::QueueDeclared> q) {
+        if (!q) return done(q.error());
+        done(Result<void>());
+      });
     });
   };
   auto pool = make_pool();
@@ -155,9 +158,8 @@ TEST_F(PoolTest, on_connect_runs_on_every_new_connection_and_nothing_is_replayed
 TEST_F(PoolTest, a_failing_on_connect_fails_the_borrow_and_frees_the_slot) {
   driver.hosts[5001] = FakeDriver::Host::broker;
   options.size = 1;
-  options.on_connect = [](client::Connection&, client::Connection::Done done) {
-    Error e = make_error(errc::precondition_failed, "setup refused");
-    done(&e);
+  options.on_connect = [](client::Connection&, client::Callback<void> done) {
+    done(make_error(errc::precondition_failed, "setup refused"));
   };
   auto pool = make_pool();
   auto b = borrow(*pool);
@@ -207,7 +209,7 @@ TEST_F(PoolTest, close_fails_the_waiters_and_closes_every_connection) {
   driver.run();
   ASSERT_TRUE(lent->lease);
   bool closed = false;
-  pool->close([&](const Error*) { closed = true; });
+  pool->close([&](Result<void>) { closed = true; });
   driver.run();
   ASSERT_TRUE(waiting->answered);
   EXPECT_EQ(waiting->error.value_or(""), "connection closed: the pool is closing");

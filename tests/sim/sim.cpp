@@ -14,7 +14,7 @@ using client::Connection;
 namespace {
 
 constexpr std::uint16_t ports_by_fault[] = {5001, 5002, 5003, 5004};
-constexpr std::uint16_t ports_by_connect[] = {5001, 5006, 5007};
+constexpr std::uint16_t ports_by_connect[] = {5001, 5006, 5007, 5001};  // by b % 4: half to the broker
 constexpr engine::Duration advances[] = {0ms, 10ms, 100ms, 1000ms, 3000ms, 11000ms};
 constexpr engine::Duration timeouts[] = {100ms, 1000ms, 5000ms, 30000ms};
 
@@ -28,7 +28,8 @@ const char* name(Op op) {
   case Op::n: \
     return #n;
     X(connect) X(open_channel) X(close_channel) X(declare) X(publish) X(publish_no_callback) X(publish_null_callback)
-    X(publish_large) X(confirm_select) X(consume) X(consume_no_wait) X(cancel) X(ack) X(get) X(rpc_start) X(rpc_call)
+    X(publish_large) X(confirm_select) X(consume) X(consume_stream) X(cancel) X(receive) X(ack) X(ack_dead) X(get)
+    X(rpc_start) X(rpc_call)
     X(close_connection) X(session_start) X(session_channel) X(session_publish) X(session_ack) X(session_close)
     X(pool_borrow) X(pool_release) X(pool_close_lease) X(pool_close) X(advance) X(cut) X(stall)
     X(broker_close_channel) X(broker_close_connection) X(blocked) X(unblocked) X(silent) X(broker_cancel)
@@ -69,24 +70,34 @@ struct Sim::Impl {
   std::vector<std::string> violations;
 
   // ---- the Connection(s)
+  // A Message kept for a later ack, with the handle of the channel it came from.
+  struct Held {
+    client::Channel channel;
+    client::Message message;
+  };
+  // A subscription: the Consumer arrives with consume-ok and is kept (dropping it would
+  // cancel the subscription) until the cancel op, and after it.
+  struct Sub {
+    client::Channel channel;
+    std::string tag;
+    bool stream = false;    // read with receive(); push (on_delivery) otherwise
+    bool auto_ack = false;
+    bool live = true;       // consume-ok came (or is awaited) and it has not ended
+    bool confirmed = false;
+    client::Consumer consumer;  // empty until consume-ok
+  };
   struct Conn {
     std::shared_ptr<Connection> c;
     int scope = 0;
     bool user_closed = false;
     bool ready = false;
-    std::vector<engine::ChannelId> channels;
-    std::vector<std::pair<engine::ChannelId, std::uint64_t>> unacked;
-    struct Consumer {
-      engine::ChannelId channel;
-      std::string tag;
-      bool live = true;  // consume-ok (or no_wait) and not ended
-      bool confirmed = false;
-    };
-    std::vector<Consumer> consumers;
+    std::vector<client::Channel> channels;
+    std::vector<Held> unacked;
+    std::vector<Sub> consumers;
     std::shared_ptr<client::RpcClient> rpc;
   };
   std::vector<Conn> conns;
-  std::map<std::string, int> received_by_tag;  // deliveries reaching on_message, by our tags
+  std::map<std::string, int> received_by_tag;  // deliveries reaching on_delivery or a receive, by our tags
   int next_tag = 0;
 
   // ---- the Session
@@ -115,6 +126,9 @@ struct Sim::Impl {
     driver.hosts[5004] = test::FakeDriver::Host::refuse;
     driver.hosts[5006] = test::FakeDriver::Host::black_hole;
     driver.hosts[5007] = test::FakeDriver::Host::mute;
+    // The broker already has two queues (durable ones, say); q2 exists once declared, q3 never.
+    world.queues["q0"];
+    world.queues["q1"];
   }
 
   static client::ClientOptions options() {
@@ -178,19 +192,13 @@ struct Sim::Impl {
   }
 
   // ---- publishes: the outcome against what the broker did
-  Connection::Settled settled(int id, std::string key) {
-    return [this, id, key](engine::PublishOutcome outcome, const Error&) {
+  client::Callback<engine::PublishOutcome> settled(int id, std::string key) {
+    return [this, id, key](Result<engine::PublishOutcome> r) {
       hit(id);
-      if (outcome == engine::PublishOutcome::confirmed) {
+      if (r.ok() && *r == engine::PublishOutcome::confirmed) {
         if (!world.acked.contains(key)) violation("confirms: " + key + " reported confirmed, the broker never acked it");
         confirmed.insert(key);
       }
-    };
-  }
-  client::Callback<engine::PublishOutcome> session_settled(int id, std::string key) {
-    return [inner = settled(id, std::move(key))](Result<engine::PublishOutcome> r) {
-      if (r.ok()) inner(*r, Error{});
-      else inner(engine::PublishOutcome::failed, r.error());
     };
   }
   std::string body(bool large = false) {
@@ -200,23 +208,63 @@ struct Sim::Impl {
   }
 
   Conn* conn() { return conns.empty() ? nullptr : &conns.back(); }
-  static engine::ChannelId pick(const std::vector<engine::ChannelId>& v, int a) {
-    return v.empty() ? engine::ChannelId{1} : v[static_cast<std::size_t>(a) % v.size()];
+
+  // ---- stale handles: what a channel verb is called on. An empty handle stands in where
+  // there is no channel yet; a closed one is a channel the broker (or a timeout) closed. A
+  // verb on either must fail and send nothing: a handle never reaches a newer channel that
+  // reuses its number.
+  struct Target {
+    client::Channel ch;
+    bool empty = false;
+    bool stale = false;
+    std::size_t sent_before = 0;
+    std::string what;
+  };
+  // Every method any broker has read so far. Between commands the loop is drained, so what a
+  // verb sends reaches the broker inside the call (unless the stream is stalled or blocked).
+  std::size_t methods_sent() const {
+    std::size_t n = 0;
+    for (const auto* b : world.brokers) n += b->methods.size();
+    return n;
+  }
+  Target target(const Conn& c, int a, std::string what) {
+    Target t;
+    t.empty = c.channels.empty();
+    if (!t.empty) t.ch = c.channels[static_cast<std::size_t>(a) % c.channels.size()];
+    t.stale = !t.ch.is_open();
+    t.sent_before = methods_sent();
+    t.what = std::move(what) + (t.empty ? " on an empty channel handle" : t.stale ? " on a closed channel handle" : "");
+    return t;
+  }
+  // Right after the verb returned: nothing reached a broker for an empty or closed handle.
+  void sent_nothing(const Target& t) {
+    if ((t.empty || t.stale) && methods_sent() != t.sent_before)
+      violation("stale handles: " + t.what + " sent the broker " + std::to_string(methods_sent() - t.sent_before) +
+                " method(s)");
+  }
+  // The verb's result: an empty handle fails with invalid_argument, a closed one fails.
+  template <class T>
+  void refused(const Target& t, const Result<T>& r) {
+    if (t.empty && (r.ok() || r.error().code != make_error_code(errc::invalid_argument)))
+      violation("stale handles: " + t.what + " did not fail with invalid_argument: " +
+                (r.ok() ? std::string("ok") : r.error().to_string()));
+    else if (t.stale && r.ok())
+      violation("stale handles: " + t.what + " succeeded");
   }
 
   // ---- commands
   void connect(int b) {
-    const std::uint16_t port = ports_by_connect[b % 3];
+    const std::uint16_t port = ports_by_connect[b % 4];
     auto url = client::parse_url("amqp://guest:guest@fake:" + std::to_string(port) + "?heartbeat=1");
     conns.push_back(Conn{});
     const std::size_t index = conns.size() - 1;
     Conn& c = conns.back();
     c.scope = new_scope("connection " + std::to_string(index + 1));
     const int ready = reg(c.scope, "connect's on_ready");
-    c.c = Connection::connect(driver, *url, options(), [this, index, ready](const Error* e) {
-      if (e) final_report(ready);
+    c.c = Connection::connect(driver, *url, options(), [this, index, ready](Result<void> r) {
+      if (!r) final_report(ready);
       else hit(ready);
-      conns[index].ready = !e;
+      conns[index].ready = r.ok();
     });
     const int closed = reg(c.scope, "on_closed", false, true);
     c.c->on_closed = [this, closed](const Error&) { final_report(closed); };
@@ -227,27 +275,34 @@ struct Sim::Impl {
     if (!c) return;
     const int id = reg(c->scope, "open_channel");
     const std::size_t index = conns.size() - 1;
-    c->c->open_channel([this, id, index](const Error* e, engine::ChannelId ch) {
+    c->c->open_channel([this, id, index](Result<client::Channel> ch) {
       hit(id);
-      if (!e) conns[index].channels.push_back(ch);
+      if (ch) conns[index].channels.push_back(std::move(*ch));
     });
   }
 
   void close_channel(int a) {
     Conn* c = conn();
     if (!c || c->channels.empty()) return;
-    const auto ch = pick(c->channels, a);
-    std::erase(c->channels, ch);
-    std::erase_if(c->unacked, [&](const auto& u) { return u.first == ch; });
-    c->c->close_channel(ch, [this, id = reg(c->scope, "close_channel")](const Error*, const wire::Method*) { hit(id); });
+    auto t = target(*c, a, "close_channel");
+    c->channels.erase(c->channels.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(a) % c->channels.size()));
+    t.ch.close([this, t, id = reg(c->scope, "close_channel")](Result<void> r) {
+      hit(id);
+      refused(t, r);
+    });
+    sent_nothing(t);
   }
 
   void declare(int a, int b) {
     Conn* c = conn();
     if (!c) return;
     const std::string q = "q" + std::to_string(b % 3);
-    c->c->queue_declare(pick(c->channels, a), wire::QueueDeclare{q},
-                        [this, id = reg(c->scope, "queue_declare " + q)](const Error*, const wire::Method*) { hit(id); });
+    auto t = target(*c, a, "queue_declare " + q);
+    t.ch.queue_declare({.name = q}, [this, t, id = reg(c->scope, "queue_declare " + q)](Result<client::QueueDeclared> r) {
+      hit(id);
+      refused(t, r);
+    });
+    sent_nothing(t);
   }
 
   void publish(int a, int b, bool large) {
@@ -256,111 +311,192 @@ struct Sim::Impl {
     const std::string text = body(large);
     const std::string key = test::BrokerWorld::key_of(text);
     const std::string rk = "q" + std::to_string(b % 4);  // q3 is never declared
-    c->c->publish(pick(c->channels, a), wire::BasicPublish{"", rk, b % 2 == 1}, {}, bytes_of(text),
-                  settled(reg(c->scope, "publish " + key), key));
+    auto t = target(*c, a, "publish " + key);
+    t.ch.publish({.routing_key = rk, .mandatory = b % 2 == 1}, bytes_of(text),
+                 [this, t, inner = settled(reg(c->scope, "publish " + key), key)](Result<engine::PublishOutcome> r) {
+                   refused(t, r);
+                   inner(std::move(r));
+                 });
+    sent_nothing(t);
   }
   void publish_no_callback(int a, int b) {
     Conn* c = conn();
     if (!c) return;
     const std::string text = body();
-    (void)c->c->publish(pick(c->channels, a), wire::BasicPublish{"", "q" + std::to_string(b % 4)}, {}, bytes_of(text));
+    auto t = target(*c, a, "publish (no callback)");
+    auto r = t.ch.publish({.routing_key = "q" + std::to_string(b % 4)}, bytes_of(text));
+    refused(t, r);
+    sent_nothing(t);
   }
   void publish_null_callback(int a, int b) {
     Conn* c = conn();
     if (!c) return;
     const std::string text = body();
-    c->c->publish(pick(c->channels, a), wire::BasicPublish{"", "q" + std::to_string(b % 4)}, {}, bytes_of(text), nullptr);
+    auto t = target(*c, a, "publish (null callback)");
+    t.ch.publish({.routing_key = "q" + std::to_string(b % 4)}, bytes_of(text), nullptr);
+    sent_nothing(t);
   }
 
   void confirm_select(int a) {
     Conn* c = conn();
     if (!c) return;
-    c->c->confirm_select(pick(c->channels, a),
-                         [this, id = reg(c->scope, "confirm_select")](const Error*, const wire::Method*) { hit(id); });
+    auto t = target(*c, a, "confirm_select");
+    t.ch.confirm_select([this, t, id = reg(c->scope, "confirm_select")](Result<void> r) {
+      hit(id);
+      refused(t, r);
+    });
+    sent_nothing(t);
   }
 
-  void consume(int a, int b, bool no_wait) {
+  // A subscription, push (on_delivery, keeping d.take() for the ack op) or stream (read by the
+  // receive op). Half the stream ones are stream subscriptions (x-stream-offset): their
+  // deliveries must never be rejected; half have a buffer of 2.
+  void consume(int a, int b, bool stream) {
     Conn* c = conn();
     if (!c) return;
-    const auto ch = pick(c->channels, a);
     const std::string q = "q" + std::to_string(b % 3);
     const std::string tag = "k" + std::to_string(++next_tag);
     const std::size_t index = conns.size() - 1;
-    c->consumers.push_back(Conn::Consumer{ch, tag, true, false});
+    auto t = target(*c, a, "consume " + tag);
+    const bool auto_ack = b % 2 == 1;
+    c->consumers.push_back(Sub{t.ch, tag, stream, auto_ack, true, false, {}});
     const std::size_t k = c->consumers.size() - 1;
     const int done = reg(c->scope, "consume " + tag + "'s done");
-    const int ended = reg(c->scope, "consume " + tag + "'s on_ended");
-    wire::BasicConsume m{q, tag, false, b % 2 == 1, false, no_wait};
-    const bool no_ack = m.no_ack;
-    c->c->consume(
-        ch, m, std::nullopt,
-        [this, index, tag, ch, no_ack](const engine::Message& msg) {
-          ++received_by_tag[tag];
-          if (!no_ack) conns[index].unacked.emplace_back(ch, msg.delivery_tag);
-        },
-        [this, index, k, ended](const Error*) {
-          hit(ended);
-          conns[index].consumers[k].live = false;
-        },
-        [this, index, k, done, ended](const Error* e, const wire::Method*) {
-          hit(done);
-          if (e) {
-            conns[index].consumers[k].live = false;
-          } else {
-            conns[index].consumers[k].confirmed = true;
-            // Only a subscription that started owes its on_ended.
-            callbacks[static_cast<std::size_t>(ended)].exactly_once = true;
-          }
-        });
-    callbacks[static_cast<std::size_t>(ended)].exactly_once = false;
+    client::ConsumeOptions o{.queue = q, .tag = tag, .auto_ack = auto_ack};
+    if (stream && a >= 4) o.arguments = {{"x-stream-offset", std::string("first")}};
+    // A small buffer fills (the model broker ignores basic.qos): the connection stops reading
+    // while it is full and unread, and reads again once receive drains it.
+    if (stream && a % 2 == 1) o.prefetch = 2;
+    auto started = [this, index, k, done, t](Result<client::Consumer> r) {
+      hit(done);
+      refused(t, r);
+      auto& sub = conns[index].consumers[k];
+      if (!r) {
+        sub.live = false;
+        return;
+      }
+      sub.confirmed = true;
+      sub.consumer = std::move(*r);
+      // Only a subscription that started owes its on_ended.
+      const int ended = reg(conns[index].scope, "consume " + sub.tag + "'s on_ended");
+      sub.consumer.on_ended([this, index, k, ended](const Error&) {
+        hit(ended);
+        conns[index].consumers[k].live = false;
+      });
+    };
+    if (stream) {
+      t.ch.consume(std::move(o), std::move(started));
+    } else {
+      t.ch.consume(
+          std::move(o),
+          [this, index, k](const client::Delivery& d) {
+            auto& sub = conns[index].consumers[k];
+            ++received_by_tag[sub.tag];
+            if (!sub.auto_ack) conns[index].unacked.push_back(Held{sub.channel, d.take()});
+          },
+          std::move(started));
+    }
+    sent_nothing(t);
   }
 
   void cancel(int a) {
     Conn* c = conn();
-    if (!c || c->consumers.empty()) return;
-    auto& k = c->consumers[static_cast<std::size_t>(a) % c->consumers.size()];
-    c->c->cancel(k.channel, k.tag, [this, id = reg(c->scope, "cancel " + k.tag)](const Error*, const wire::Method*) { hit(id); });
+    if (!c) return;
+    std::vector<std::size_t> started;
+    for (std::size_t k = 0; k < c->consumers.size(); ++k)
+      if (c->consumers[k].confirmed) started.push_back(k);
+    if (started.empty()) return;
+    auto& sub = c->consumers[started[static_cast<std::size_t>(a) % started.size()]];
+    sub.consumer.cancel([this, id = reg(c->scope, "cancel " + sub.tag)](Result<void>) { hit(id); });
   }
 
-  void ack(int a) {
+  // The next message of a stream consumer. A manual-ack one never hands out a message once it
+  // ended (its unread ones went back) or once its channel closed (they cannot be settled).
+  void receive(int a) {
     Conn* c = conn();
-    if (!c || c->unacked.empty()) return;
-    const std::size_t i = static_cast<std::size_t>(a) % c->unacked.size();
-    auto [ch, tag] = c->unacked[i];
+    if (!c) return;
+    std::vector<std::size_t> streams;
+    for (std::size_t k = 0; k < c->consumers.size(); ++k)
+      if (c->consumers[k].confirmed && c->consumers[k].stream) streams.push_back(k);
+    if (streams.empty()) return;
+    const std::size_t index = conns.size() - 1;
+    const std::size_t k = streams[static_cast<std::size_t>(a) % streams.size()];
+    auto& sub = c->consumers[k];
+    sub.consumer.receive([this, index, k, id = reg(c->scope, "receive " + sub.tag)](Result<client::Message> r) {
+      hit(id);
+      if (!r) return;
+      auto& sub = conns[index].consumers[k];
+      ++received_by_tag[sub.tag];
+      if (sub.auto_ack) return;
+      if (!sub.channel.is_open())
+        violation("deliveries: " + sub.tag + "'s receive handed out delivery " + std::to_string(r->delivery_tag()) +
+                  " of a closed channel");
+      else if (!sub.live)
+        violation("deliveries: " + sub.tag + "'s receive handed out delivery " + std::to_string(r->delivery_tag()) +
+                  " after the subscription ended");
+      conns[index].unacked.push_back(Held{sub.channel, std::move(*r)});
+    });
+  }
+
+  // Acks a kept Message. Its channel closed: the ack says channel_closed and sends nothing
+  // (the broker redelivers); a delivery tag never reaches a newer channel on that number.
+  void ack(int a, bool only_dead) {
+    Conn* c = conn();
+    if (!c) return;
+    std::vector<std::size_t> pickable;
+    for (std::size_t i = 0; i < c->unacked.size(); ++i)
+      if (!only_dead || !c->unacked[i].channel.is_open()) pickable.push_back(i);
+    if (pickable.empty()) return;
+    const std::size_t i = pickable[static_cast<std::size_t>(a) % pickable.size()];
+    Held held = std::move(c->unacked[i]);
     c->unacked.erase(c->unacked.begin() + static_cast<std::ptrdiff_t>(i));
-    (void)c->c->ack(ch, tag);
+    const bool dead = !held.channel.is_open();
+    const std::size_t before = methods_sent();
+    auto r = held.message.ack();
+    if (!dead) return;
+    const std::string what = "ack of delivery " + std::to_string(held.message.delivery_tag()) + " of a closed channel";
+    if (r.ok() || r.error().code != make_error_code(errc::channel_closed))
+      violation("stale handles: " + what + " did not fail with channel_closed: " + (r.ok() ? std::string("ok") : r.error().to_string()));
+    if (methods_sent() != before) violation("stale handles: " + what + " sent the broker a method");
   }
 
   void get(int a, int b) {
     Conn* c = conn();
     if (!c) return;
-    const auto ch = pick(c->channels, a);
     const std::string q = "q" + std::to_string(b % 4);
     const std::size_t index = conns.size() - 1;
-    c->c->get(ch, wire::BasicGet{q, false}, [this, index, ch, id = reg(c->scope, "get " + q)](const Error*, const engine::Message* m) {
+    auto t = target(*c, a, "get " + q);
+    t.ch.get({.queue = q}, [this, index, t, id = reg(c->scope, "get " + q)](Result<std::optional<client::Message>> r) {
       hit(id);
-      if (m) conns[index].unacked.emplace_back(ch, m->delivery_tag);
+      refused(t, r);
+      if (r && *r) conns[index].unacked.push_back(Held{t.ch, std::move(**r)});
     });
+    sent_nothing(t);
   }
 
   void rpc_start(int a) {
     Conn* c = conn();
     if (!c || c->rpc) return;
-    c->rpc = client::RpcClient::start(driver, c->c, pick(c->channels, a), [this, id = reg(c->scope, "rpc start")](const Error*) { hit(id); });
+    auto t = target(*c, a, "rpc start");
+    c->rpc = client::RpcClient::start(t.ch, [this, t, id = reg(c->scope, "rpc start")](Result<void> r) {
+      hit(id);
+      refused(t, r);
+    });
+    sent_nothing(t);
   }
   void rpc_call(int a, int b) {
     Conn* c = conn();
     if (!c || !c->rpc) return;
     const std::string text = body();
-    c->rpc->call("", a % 2 == 0 ? "rpc" : "nobody", {}, bytes_of(text), timeouts[b % 4],
-                 [this, id = reg(c->scope, "rpc call " + text)](const Error*, const engine::Message*) { hit(id); });
+    c->rpc->call({.routing_key = a % 2 == 0 ? "rpc" : "nobody", .timeout = timeouts[b % 4]}, bytes_of(text),
+                 [this, id = reg(c->scope, "rpc call " + text)](Result<client::Message>) { hit(id); });
   }
 
   void close_connection() {
     Conn* c = conn();
     if (!c) return;
     c->user_closed = true;
-    c->c->close([this, id = reg(c->scope, "close", true, true)](const Error*) { final_report(id); });
+    c->c->close([this, id = reg(c->scope, "close", true, true)](Result<void>) { final_report(id); });
   }
 
   // ---- the Session
@@ -398,7 +534,7 @@ struct Sim::Impl {
     const std::string key = test::BrokerWorld::key_of(text);
     const std::string queue = "s" + std::to_string(k);
     rchannels[k]->publish({.routing_key = queue, .timeout = timeouts[b % 4]}, bytes_of(text),
-                          session_settled(reg(session_scope, "session publish " + key), key));
+                          settled(reg(session_scope, "session publish " + key), key));
   }
   void session_ack(int a) {
     if (session_unacked.empty()) return;
@@ -423,9 +559,9 @@ struct Sim::Impl {
       o.client = options();
       pool = client::Pool::create(driver, *url, o);
     }
-    pool->borrow([this, id = reg(pool_scope, "borrow")](const Error*, client::Lease lease) {
+    pool->borrow([this, id = reg(pool_scope, "borrow")](Result<client::Lease> lease) {
       hit(id);
-      if (lease && !pool_closed) leases.push_back(std::move(lease));  // once closing, handed straight back
+      if (lease && !pool_closed) leases.push_back(std::move(*lease));  // once closing, handed straight back
     });
   }
   void pool_release(int a) {
@@ -435,12 +571,12 @@ struct Sim::Impl {
   void pool_close_lease(int a) {
     if (leases.empty()) return;
     auto& l = leases[static_cast<std::size_t>(a) % leases.size()];
-    l->close([this, id = reg(pool_scope, "a lent connection's close", true, false)](const Error*) { hit(id); });
+    l->close([this, id = reg(pool_scope, "a lent connection's close", true, false)](Result<void>) { hit(id); });
   }
   void pool_close() {
     if (!pool || pool_closed) return;
     pool_closed = true;
-    pool->close([this, id = reg(pool_scope, "pool close", true, true)](const Error*) { final_report(id); });
+    pool->close([this, id = reg(pool_scope, "pool close", true, true)](Result<void>) { final_report(id); });
   }
 
   // ---- faults
@@ -509,9 +645,11 @@ struct Sim::Impl {
       case Op::publish_null_callback: publish_null_callback(c.a, c.b); break;
       case Op::confirm_select: confirm_select(c.a); break;
       case Op::consume: consume(c.a, c.b, false); break;
-      case Op::consume_no_wait: consume(c.a, c.b, true); break;
+      case Op::consume_stream: consume(c.a, c.b, true); break;
       case Op::cancel: cancel(c.a); break;
-      case Op::ack: ack(c.a); break;
+      case Op::receive: receive(c.a); break;
+      case Op::ack: ack(c.a, false); break;
+      case Op::ack_dead: ack(c.a, true); break;
       case Op::get: get(c.a, c.b); break;
       case Op::rpc_start: rpc_start(c.a); break;
       case Op::rpc_call: rpc_call(c.a, c.b); break;
@@ -535,6 +673,9 @@ struct Sim::Impl {
   void check_always() {
     for (const auto& [key, n] : world.received)
       if (n > 1) violation("confirms: the broker received " + key + " " + std::to_string(n) + " times (republished)");
+    for (const auto& key : world.stream_rejected)
+      violation("deliveries: " + key + ", a delivery of a stream subscription (x-stream-offset), was rejected "
+                "(RabbitMQ 3.10-3.12 closes the connection for that)");
     for (const auto& key : world.bounced)
       violation("deliveries: " + key + " went back and forth between broker and client " +
                 std::to_string(test::BrokerWorld::max_deliveries) + " times (the client rejects what it was handed)");
@@ -553,13 +694,17 @@ struct Sim::Impl {
     driver.run();
     for (int i = 0; i < 40; ++i) driver.advance(1000ms);
     check_always();
-    // Deliveries to live consumers of ours all reached on_message.
+    // Deliveries to live consumers of ours all reached on_delivery, or a stream consumer's
+    // buffer or receive.
     for (auto& c : conns) {
       if (!c.c->is_open()) continue;
-      for (auto& k : c.consumers)
-        if (k.live && k.confirmed && world.delivered[k.tag] != received_by_tag[k.tag])
+      for (auto& k : c.consumers) {
+        if (!k.live || !k.confirmed || !k.consumer.active()) continue;
+        const int seen = received_by_tag[k.tag] + static_cast<int>(k.consumer.buffered());
+        if (world.delivered[k.tag] != seen)
           violation("deliveries: the broker delivered " + std::to_string(world.delivered[k.tag]) + " to consumer " + k.tag +
-                    ", its on_message saw " + std::to_string(received_by_tag[k.tag]));
+                    ", it " + (k.stream ? "buffered or handed out " : "saw in on_delivery ") + std::to_string(seen));
+      }
     }
     if (session && !session_closed) {
       if (!session->healthy())
@@ -574,7 +719,7 @@ struct Sim::Impl {
       for (std::size_t k = 0; k < rchannels.size(); ++k) {
         const std::string text = body();
         const std::string key = test::BrokerWorld::key_of(text);
-        auto inner = session_settled(reg(session_scope, "session publish " + key + " (at the end)"), key);
+        auto inner = settled(reg(session_scope, "session publish " + key + " (at the end)"), key);
         const std::string queue = "s" + std::to_string(k);
         rchannels[k]->publish({.routing_key = queue, .timeout = 5000ms}, bytes_of(text),
                               [&outcomes, k, inner](Result<engine::PublishOutcome> r) {
@@ -596,7 +741,7 @@ struct Sim::Impl {
     for (auto& c : conns)
       if (!c.user_closed) {
         c.user_closed = true;
-        c.c->close([this, id = reg(c.scope, "close (at the end)", true, true)](const Error*) { final_report(id); });
+        c.c->close([this, id = reg(c.scope, "close (at the end)", true, true)](Result<void>) { final_report(id); });
       }
     session_close();
     leases.clear();

@@ -10,7 +10,13 @@
 //   confirms       no publish is reported confirmed unless the broker acked it; the broker
 //                  never receives one publish twice (nobody republishes an unknown outcome)
 //   deliveries     every message the broker handed to a live consumer of ours reached its
-//                  on_message; no message bounces between broker and client forever
+//                  on_delivery (or, for a stream consumer, its buffer or a receive); no
+//                  message bounces between broker and client forever; a manual-ack stream
+//                  consumer never hands out a message once it ended or its channel closed;
+//                  a stream subscription's delivery (x-stream-offset) is never rejected
+//   stale handles  a verb on an empty Channel fails with invalid_argument, on a closed one
+//                  with an error, and neither sends the broker anything; a Message whose
+//                  channel closed acks with channel_closed and sends nothing
 //   quiet loop     once everything is closed: no armed timer, no posted work, no open stream
 //   recovery       a Session whose broker keeps coming back ends healthy, every recovering
 //                  channel ready
@@ -35,9 +41,11 @@
 namespace warren::sim {
 
 enum class Op : std::uint8_t {
-  // the Connection (port by b: 5001 broker, 5006 black hole, 5007 mute)
+  // the Connection (port by b % 4: 0 and 3 the broker on 5001, 1 a black hole on 5006, 2 mute
+  // on 5007) and its Channel, Consumer and Message handles
   connect, open_channel, close_channel, declare, publish, publish_no_callback, publish_null_callback,
-  publish_large, confirm_select, consume, consume_no_wait, cancel, ack, get, rpc_start, rpc_call, close_connection,
+  publish_large, confirm_select, consume, consume_stream, cancel, receive, ack, ack_dead, get, rpc_start, rpc_call,
+  close_connection,
   // the Session (hosts 5004 then 5002) and its recovering channels
   session_start, session_channel, session_publish, session_ack, session_close,
   // the Pool (5003)

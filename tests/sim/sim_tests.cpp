@@ -18,8 +18,9 @@ rc::Gen<Op> gen_op() {
   return rc::gen::weightedElement<Op>({
       {6, Op::connect},         {8, Op::open_channel},      {3, Op::close_channel},   {5, Op::declare},
       {6, Op::publish},         {2, Op::publish_no_callback}, {1, Op::publish_null_callback},
-      {1, Op::publish_large},   {4, Op::confirm_select},    {4, Op::consume},         {2, Op::consume_no_wait},
-      {2, Op::cancel},          {3, Op::ack},               {3, Op::get},             {2, Op::rpc_start},
+      {1, Op::publish_large},   {4, Op::confirm_select},    {4, Op::consume},         {2, Op::consume_stream},
+      {2, Op::cancel},          {3, Op::receive},           {3, Op::ack},             {2, Op::ack_dead},
+      {3, Op::get},             {2, Op::rpc_start},
       {3, Op::rpc_call},        {2, Op::close_connection},  {3, Op::session_start},   {3, Op::session_channel},
       {4, Op::session_publish}, {2, Op::session_ack},       {1, Op::session_close},   {3, Op::pool_borrow},
       {2, Op::pool_release},    {1, Op::pool_close_lease},  {1, Op::pool_close},      {8, Op::advance},

@@ -35,17 +35,29 @@ TEST(SimRegression, close_during_the_handshake_never_runs_its_done) {
 }
 
 // Invariant "exactly once" (here: no exception out of the loop); bug 4. A publish with a null
-// Settled on a channel never opened fails, and the failure path calls the null callback:
-// std::bad_function_call from FakeDriver::run().
+// callback that the connection refuses, and the failure path calls the null callback:
+// std::bad_function_call from FakeDriver::run(). Through the Channel handle the refusal comes
+// from the connection while it closes (the broker's close-ok is held back, so the channel's
+// handle is still open): the same failure path in Connection::publish.
 TEST(SimRegression, publish_with_a_null_settled_callback_on_the_failure_path) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::hold_input, 0, 0}, {Op::close_connection, 0, 0},
+                {Op::publish_null_callback, 0, 0}});
+}
+
+// The original list of bug 4: with no channel open the publish goes to an empty Channel
+// handle, which must fail (invalid_argument) without calling the null callback.
+TEST(SimRegression, publish_with_a_null_callback_on_an_empty_channel_handle) {
   expect_holds({{Op::connect, 0, 0}, {Op::publish_null_callback, 0, 0}});
 }
 
 // Invariants "deliveries" and "exactly once" (on_ended of a started subscription); bug 3.
-// A no_wait consume reports success but registers no handler: the broker's delivery never
-// reaches on_message, and on_ended never runs.
+// A no_wait consume reported success but registered no handler: the broker's delivery never
+// reached on_message, and on_ended never ran. The public API has no no_wait consume any more
+// (ConsumeOptions has none); the same list now runs the subscription with a tag of our own
+// that replaced it, registered on consume-ok: the delivery must reach on_delivery, and
+// on_ended must run once when the connection closes at the end.
 TEST(SimRegression, a_no_wait_consume_receives_nothing_and_never_ends) {
-  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 0}, {Op::consume_no_wait, 0, 0},
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 0}, {Op::consume, 0, 0},
                 {Op::other_publisher, 0, 0}});
 }
 
@@ -101,6 +113,22 @@ TEST(SimRegression, an_rpc_client_whose_start_failed_still_takes_calls_that_outl
 TEST(SimRegression, on_ended_of_a_live_consumer_runs_after_the_close_done) {
   expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 0}, {Op::consume, 0, 0},
                 {Op::close_connection, 0, 0}});
+}
+
+// Invariant "deliveries" (a stream subscription's delivery is never rejected); NEW, found
+// while porting to the Channel/Consumer API; the cause was in engine/ (fixed there: a consume
+// naming x-stream-offset is a stream subscription to the engine, whose raced deliveries are
+// left to the channel).
+// A stream subscription (x-stream-offset, a=4) on q0, manual ack (b=0); the stream to the
+// client holds what the broker sends; a message reaches the queue and is delivered (held);
+// the consumer is cancelled; the held delivery arrives while the cancel awaits cancel-ok. The
+// engine hands back a delivery that raced a cancel with basic.reject
+// (engine/src/engine/input.cpp, Assembly::Kind::deliver) without knowing the subscription is a
+// stream, so the broker gets the reject RabbitMQ 3.10-3.12 answers with a 540 connection close
+// and consumer.hpp promises never to send.
+TEST(SimRegression, a_stream_subscriptions_delivery_that_raced_the_cancel_is_rejected) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::consume_stream, 4, 0}, {Op::hold_input, 0, 0},
+                {Op::other_publisher, 0, 0}, {Op::cancel, 0, 0}, {Op::release_input, 0, 0}});
 }
 
 }  // namespace
