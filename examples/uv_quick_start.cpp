@@ -20,8 +20,8 @@ int main(int argc, char** argv) {
     return result.ok();
   };
   // Callbacks run on the loop, never inside the call that started them: `conn` is set by then.
-  std::shared_ptr<client::Connection> conn = client::Connection::connect(driver, *url, {}, [&](const Error* e) {
-    if (e) return (void)std::fprintf(stderr, "connect: %s\n", e->to_string().c_str());
+  std::shared_ptr<client::Connection> conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) {
+    if (!ok(r)) return;
     conn->open_channel([&](Result<client::Channel> ch) {
       if (!ok(ch)) return;
       // A channel answers in order: nothing below has to wait for the reply to what is above it.

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   bool failed = false, closing = false;
   auto close = [&] {
     closing = true;
-    session->close([](const Error*) {});
+    session->close([](Result<void>) {});
   };
   auto fail = [&](const Error& e) {
     if (!failed) std::fprintf(stderr, "uv_session_consumer: %s\n", e.to_string().c_str());
@@ -51,12 +51,12 @@ int main(int argc, char** argv) {
     if (confirmed < total || received < total) return;
     rc->channel().queue_delete({.queue = queue}, [&](Result<std::uint32_t>) { close(); });
   };
-  // Runs on each new channel (after confirm.select); done(nullptr) marks the channel ready.
-  rc = session->channel([&](client::RecoveringChannel& channel, client::Connection::Done done) {
+  // Runs on each new channel (after confirm.select); done with success marks it ready.
+  rc = session->channel([&](client::RecoveringChannel& channel, client::Callback<void> done) {
     client::Channel ch = channel.channel();
     ch.queue_declare({.name = queue, .arguments = {{"x-expires", std::int32_t{60000}}}},
                      [&, ch, done](Result<client::QueueDeclared> q) {
-                       if (!q) return done(&q.error());
+                       if (!q) return done(q.error());
                        ch.consume(
                            {.queue = queue, .prefetch = 20},
                            [&](const client::Delivery& d) {
@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
                              if (d.ack() && ++received == total) maybe_done();
                            },
                            [&, done](Result<client::Consumer> c) {
-                             if (!c) return done(&c.error());
+                             if (!c) return done(c.error());
                              consumer = std::move(*c);  // replaces (and so cancels) an earlier one
-                             done(nullptr);
+                             done(Result<void>());
                            });
                      });
   });
@@ -75,9 +75,9 @@ int main(int argc, char** argv) {
   // the broker's confirm).
   for (int i = 0; i < total; ++i) {
     const std::string body = "event " + std::to_string(i);
-    rc->publish({.routing_key = queue}, {}, client::as_bytes(body), std::chrono::seconds(10),
-                [&](engine::PublishOutcome outcome, const Error& cause) {
-                  if (outcome != engine::PublishOutcome::confirmed) return fail(cause);
+    rc->publish({.routing_key = queue, .timeout = std::chrono::seconds(10)}, client::as_bytes(body),
+                [&](Result<engine::PublishOutcome> outcome) {
+                  if (!outcome) return fail(outcome.error());
                   ++confirmed;
                   maybe_done();
                 });

@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
   auto watchdog = driver.timer([&] { fail(make_error(errc::timeout, "not done within 30 s")); });
   watchdog->arm(driver.now() + std::chrono::seconds(30));
 
-  conn = client::Connection::connect(driver, *url, {}, [&](const Error* e) {
-    if (e) return fail(*e);
+  conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) {
+    if (!r) return fail(r.error());
     conn->open_channel([&](Result<client::Channel> ch) {
       if (!ch) return fail(ch.error());
       ch->confirm_select([&](Result<void> r) {

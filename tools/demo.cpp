@@ -46,13 +46,13 @@ struct Demo {
   void fail(const char* what, const Error& e) {
     std::fprintf(stderr, "warren-demo: %s: %s\n", what, e.to_string().c_str());
     exit_code = 1;
-    if (conn) conn->close([](const Error*) {});
+    if (conn) conn->close([](Result<void>) {});
   }
 
   void start(const client::ConnectionUrl& url) {
     std::printf("connecting to %s\n", url.redacted().c_str());
-    conn = client::Connection::connect(driver, url, {}, [this](const Error* e) {
-      if (e) return fail("connect", *e);
+    conn = client::Connection::connect(driver, url, {}, [this](Result<void> r) {
+      if (!r) return fail("connect", r.error());
       std::printf("connected to %s:%u\n", conn->endpoint().host.c_str(), conn->endpoint().port);
       conn->open_channel([this](Result<client::Channel> ch) {
         if (!ch) return fail("channel.open", ch.error());
@@ -123,20 +123,19 @@ struct Demo {
       rpc_server.queue_declare({.exclusive = true, .auto_delete = true}, [this](Result<client::QueueDeclared> q) {
         if (!q) return fail("queue.declare", q.error());
         requests = q->name;
-        // RpcServer and RpcClient still take their channel by its number.
         server = client::RpcServer::start(
-            conn, rpc_server.id(), requests,
-            [](const engine::Message& m) {
-              std::string reply(reinterpret_cast<const char*>(m.body.data()), m.body.size());
+            rpc_server, requests,
+            [](const client::Delivery& m) {
+              std::string reply(m.body_text());
               for (auto& c : reply) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
               return reply;
             },
-            [this](const Error* e) {
-              if (e) return fail("rpc server", *e);
+            [this](Result<void> r) {
+              if (!r) return fail("rpc server", r.error());
               conn->open_channel([this](Result<client::Channel> ch) {
                 if (!ch) return fail("channel.open", ch.error());
-                rpc = client::RpcClient::start(driver, conn, ch->id(), [this](const Error* e) {
-                  if (e) return fail("rpc client", *e);
+                rpc = client::RpcClient::start(*ch, [this](Result<void> r) {
+                  if (!r) return fail("rpc client", r.error());
                   call();
                 });
               });
@@ -148,13 +147,13 @@ struct Demo {
   void call() {
     auto request = std::make_shared<std::string>("hello " + std::to_string(rpc_done));
     t_rpc = Clock::now();
-    rpc->call("", requests, {}, client::as_bytes(*request), std::chrono::seconds(10),
-              [this, request](const Error* e, const engine::Message* reply) {
-                if (e) return fail("rpc call", *e);
+    rpc->call({.routing_key = requests, .timeout = std::chrono::seconds(10)}, client::as_bytes(*request),
+              [this, request](Result<client::Message> reply) {
+                if (!reply) return fail("rpc call", reply.error());
                 rpc_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t_rpc).count());
                 if (rpc_done == 0)
-                  std::printf("rpc: \"%s\" -> \"%.*s\"\n", request->c_str(), static_cast<int>(reply->body.size()),
-                              reinterpret_cast<const char*>(reply->body.data()));
+                  std::printf("rpc: \"%s\" -> \"%.*s\"\n", request->c_str(), static_cast<int>(reply->body().size()),
+                              reply->body_text().data());
                 if (++rpc_done < rpc_calls) return call();
                 std::sort(rpc_us.begin(), rpc_us.end());
                 std::printf("rpc: %d calls over direct reply-to, one at a time: p50 %.0f us, p99 %.0f us\n", rpc_done,
@@ -167,17 +166,17 @@ struct Demo {
     static const std::string request = "at once";
     t_rpc = Clock::now();
     for (int i = 0; i < rpc_calls; ++i)
-      rpc->call("", requests, {}, client::as_bytes(request), std::chrono::seconds(30),
-                [this](const Error* e, const engine::Message* reply) {
-                  if (e) return fail("rpc call", *e);
-                  if (std::string_view(reinterpret_cast<const char*>(reply->body.data()), reply->body.size()) != "AT ONCE")
+      rpc->call({.routing_key = requests, .timeout = std::chrono::seconds(30)}, client::as_bytes(request),
+                [this](Result<client::Message> reply) {
+                  if (!reply) return fail("rpc call", reply.error());
+                  if (reply->body_text() != "AT ONCE")
                     return fail("rpc call", make_error(errc::protocol_error, "a reply that does not answer its call"));
                   if (++rpc_concurrent_done < rpc_calls) return;
                   double s = std::chrono::duration<double>(Clock::now() - t_rpc).count();
                   std::printf("rpc: %d calls in flight together on one channel: %.3f s (%.0f calls/s), %llu stray replies\n",
                               rpc_calls, s, rpc_calls / s, static_cast<unsigned long long>(rpc->dropped_replies()));
-                  conn->close([this](const Error* e) {
-                    if (e) return fail("close", *e);
+                  conn->close([this](Result<void> r) {
+                    if (!r) return fail("close", r.error());
                     std::printf("closed cleanly\n");
                   });
                 });

@@ -73,7 +73,8 @@ void Job::connect_another(client::Callback<std::shared_ptr<client::Connection>> 
 
 void Job::connect_from(std::size_t index, std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done) {
   auto holder = std::make_shared<std::shared_ptr<client::Connection>>();
-  *holder = client::Connection::connect(driver(), urls_[index], options(), [this, index, done, holder](const Error* e) {
+  *holder = client::Connection::connect(driver(), urls_[index], options(), [this, index, done, holder](Result<void> r) {
+    const Error* e = r ? nullptr : &r.error();
     auto c = std::move(*holder);
     if (e) {
       // Refused credentials are not a host problem: another URL is not tried for them.
@@ -137,7 +138,7 @@ void Job::finish() {
 void Job::close_all() {
   closing_ = true;
   for (auto& c : connections_)
-    if (c->is_open()) c->close([](const Error*) {});
+    if (c->is_open()) c->close([](Result<void>) {});
 }
 
 }  // namespace warren::cli

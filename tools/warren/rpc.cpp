@@ -31,15 +31,14 @@ class ServeJob final : public Job {
   void start() override {
     ensure_queue(args_->queue, [this](Result<std::uint32_t> declared) {
       if (!declared) return fail("rpc serve " + args_->queue, declared.error());
-      // RpcServer and RpcClient still take the channel by its number.
       server_ = client::RpcServer::start(
-          conn_, channel_.id(), args_->queue,
-          [this](const engine::Message& request) {
+          channel_, args_->queue,
+          [this](const client::Delivery& request) {
             if (args_->count > 0 && ++answered_ == args_->count) driver().post([this] { finish(); });
-            return upper(request.body);
+            return upper(request.body());
           },
-          [this](const Error* e) {
-            if (e) return fail("rpc serve " + args_->queue, *e);
+          [this](Result<void> r) {
+            if (!r) return fail("rpc serve " + args_->queue, r.error());
             std::cout << "serving " << args_->queue << std::endl;  // scripts wait for this line
           });
       server_->on_ended = [this](const Error& cause) { fail("rpc serve " + args_->queue, cause); };
@@ -59,21 +58,19 @@ class CallJob final : public Job {
   Result<void> validate() override { return check_timeout_seconds(args_->timeout_s); }
 
   void start() override {
-    rpc_ = client::RpcClient::start(driver(), conn_, channel_.id(), [this](const Error* e) {
-      if (e) return fail("rpc call " + args_->queue, *e);
-      rpc_->call("", args_->queue, {}, client::as_bytes(args_->body),
-                 from_seconds(args_->timeout_s),
-                 [this](const Error* e, const engine::Message* reply) {
-                   if (e) {
-                     if (e->code == make_error_code(errc::timeout))
+    rpc_ = client::RpcClient::start(channel_, [this](Result<void> r) {
+      if (!r) return fail("rpc call " + args_->queue, r.error());
+      rpc_->call({.routing_key = args_->queue, .timeout = from_seconds(args_->timeout_s)}, client::as_bytes(args_->body),
+                 [this](Result<client::Message> reply) {
+                   if (!reply) {
+                     const Error& e = reply.error();
+                     if (e.code == make_error_code(errc::timeout))
                        return fail_text("rpc call " + args_->queue,
                                         "timed out: no reply within " + seconds_text(args_->timeout_s) + " s");
-                     if (e->reply_code == 312) return fail_text("rpc call " + args_->queue, "returned 312 " + e->detail);
-                     return fail("rpc call " + args_->queue, *e);
+                     if (e.reply_code == 312) return fail_text("rpc call " + args_->queue, "returned 312 " + e.detail);
+                     return fail("rpc call " + args_->queue, e);
                    }
-                   std::cout.write(reinterpret_cast<const char*>(reply->body.data()),
-                                   static_cast<std::streamsize>(reply->body.size()));
-                   std::cout << std::endl;
+                   std::cout << reply->body_text() << std::endl;
                    finish();
                  });
     });
