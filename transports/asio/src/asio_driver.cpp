@@ -7,6 +7,7 @@
 #include <asio/write.hpp>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct State : std::enable_shared_from_this<State> {
   std::optional<tls::TlsSession> tls;
   std::vector<std::byte> read_buffer;
   std::vector<std::byte> cipher_out;
+  std::vector<asio::const_buffer> write_buffers;  // the write in flight's parts
   std::size_t plain_written = 0;
   bool connected = false;
   bool reading = false;
@@ -134,11 +136,12 @@ struct State : std::enable_shared_from_this<State> {
       }
       return send_ciphertext();
     }
-    std::vector<asio::const_buffer> buffers;
-    buffers.reserve(parts.size());
-    for (auto p : parts) buffers.emplace_back(p.data(), p.size());
+    // One write at a time (the client waits for on_written): the buffer list is reused, and
+    // passed as a span so async_write does not copy it. No allocation per write.
+    write_buffers.clear();
+    for (auto p : parts) write_buffers.emplace_back(p.data(), p.size());
     auto self = shared_from_this();
-    asio::async_write(socket, buffers, [self](const std::error_code& ec, std::size_t n) {
+    asio::async_write(socket, std::span<const asio::const_buffer>(write_buffers), [self](const std::error_code& ec, std::size_t n) {
       if (!self->events) return;
       if (ec) return self->fail(net_error("write " + self->where(), ec));
       self->events->on_written(n);
