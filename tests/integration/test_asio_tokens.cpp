@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/experimental/deferred.hpp>
@@ -16,6 +17,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -336,6 +338,54 @@ TEST(AsioTokens, receive_reads_a_stream_and_ends_with_consumer_cancelled_after_c
     if (!after) {
       EXPECT_EQ(after.error().code, errc::consumer_cancelled);
     }
+    CO_ASSERT_OK(co_await asio_driver::async_close(*conn, use_awaitable));
+  });
+}
+
+// A receive completes on its handler's own executor (here another io_context's thread), and
+// a callback that takes the message by reference may receive again before reading it.
+TEST(AsioTokens, receive_completes_on_the_handlers_executor_and_a_callback_may_receive_again_at_once) {
+  run([](AsioDriver& driver) -> asio::awaitable<void> {
+    auto conn = co_await asio_driver::async_connect(driver, url(), use_awaitable);
+    CO_ASSERT_OK(conn);
+    auto ch = co_await asio_driver::async_open_channel(*conn, use_awaitable);
+    CO_ASSERT_OK(ch);
+    const client::QueueDeclareOptions server_named{.exclusive = true};
+    auto q = co_await ch->queue_declare(server_named, use_awaitable);
+    CO_ASSERT_OK(q);
+    CO_ASSERT_OK(co_await ch->confirm_select(use_awaitable));
+    for (int i = 0; i < 6; ++i)
+      CO_ASSERT_OK(co_await ch->publish({.routing_key = q->name}, client::as_bytes("m" + std::to_string(i)), use_awaitable));
+    const client::ConsumeOptions auto_acked{.queue = q->name, .auto_ack = true};
+    auto consumer = co_await ch->consume(auto_acked, use_awaitable);
+    CO_ASSERT_OK(consumer);
+
+    asio::io_context other;
+    auto other_work = asio::make_work_guard(other);
+    std::thread other_thread([&] { other.run(); });
+    std::promise<std::pair<std::thread::id, std::string>> first;
+    auto arrived = first.get_future();
+    consumer->receive(asio::bind_executor(other, [&](Result<client::Message> r) {
+      first.set_value({std::this_thread::get_id(), r ? body_of(*r) : r.error().to_string()});
+    }));
+    while (arrived.wait_for(0s) != std::future_status::ready) co_await sleep_for(5ms);
+    auto [where, body] = arrived.get();
+    EXPECT_EQ(where, other_thread.get_id());
+    EXPECT_EQ(body, "m0");
+    other_work.reset();
+    other_thread.join();
+
+    std::vector<std::string> seen;
+    std::function<void()> next = [&] {
+      consumer->receive([&](const Result<client::Message>& r) {
+        if (!r) return;
+        if (seen.size() < 4) next();  // before reading this one: it must stay intact
+        seen.push_back(body_of(*r));
+      });
+    };
+    next();
+    for (int i = 0; i < 200 && seen.size() < 5; ++i) co_await sleep_for(5ms);
+    EXPECT_EQ(seen, (std::vector<std::string>{"m1", "m2", "m3", "m4", "m5"}));
     CO_ASSERT_OK(co_await asio_driver::async_close(*conn, use_awaitable));
   });
 }
