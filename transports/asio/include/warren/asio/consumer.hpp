@@ -35,8 +35,10 @@ class Consumer {
     // A weak reference: a receive in flight (its initiation lives in the awaiting frame)
     // must not keep alive a subscription whose last handle was dropped.
     return asio::async_initiate<Token, void(Result<client::Message>)>(
-        [consumer = std::weak_ptr<client::Consumer>(consumer_), slot = slot_, loop = loop_](auto handler) {
-          asio::dispatch(loop, [consumer, slot, loop, handler = std::move(handler)]() mutable {
+        [consumer = std::weak_ptr<client::Consumer>(consumer_), slot = slot_, loop = loop_](auto handler) mutable {
+          // Run once: the captures move on rather than being counted up and down again.
+          asio::dispatch(loop, [consumer = std::move(consumer), slot = std::move(slot), loop,
+                                handler = std::move(handler)]() mutable {
             auto live = consumer.lock();
             if (!live || slot->busy()) {
               detail::to_callback<client::Message>(std::move(handler), loop)(

@@ -173,15 +173,15 @@ class ReceiveSlot : public std::enable_shared_from_this<ReceiveSlot> {
 
   // Runs a posted handler, then the answers its receives found ready, up to the budget; what
   // is still ready after that goes around the io_context.
+  // The posted operation keeps the slot alive meanwhile.
   template <class Handler>
   void trampoline(Handler&& handler, std::optional<Result<client::Message>>& result) {
-    auto keep = shared_from_this();
     trampolining_ = true;
     std::move(handler)(std::move(*result));
     for (int n = 0; ready_ && n < inline_budget; ++n) std::exchange(ready_, nullptr)->run(*this, *ready_result_);
     trampolining_ = false;
     if (Held* held = std::exchange(ready_, nullptr)) {
-      held->post(*ready_result_, std::move(keep));
+      held->post(*ready_result_, shared_from_this());
       drop(held);
     }
   }
