@@ -3,8 +3,7 @@
 // - the handler is stored in place, and the client::Callback handed to the consumer holds a
 //   bare pointer (small enough for std::function's inline storage);
 // - a handler whose executor is the connection's own io_context is posted straight to it,
-//   with an allocator lending the slot's one operation block (the io_context frees an
-//   operation before running it, so one block serves one receive after another). Any other
+//   with an allocator lending the slot's own operation block (operation_block.hpp). Any other
 //   handler is posted as initiate.hpp does, through Asio's own recycling;
 // - while such a posted handler runs, a receive it starts that finds a message buffered is
 //   answered when the handler has returned, from the same operation (a trampoline, up to
@@ -28,48 +27,10 @@
 #include <utility>
 
 #include "warren/asio/initiate.hpp"
+#include "warren/asio/operation_block.hpp"
 #include "warren/client/message.hpp"
 
 namespace warren::asio_driver::detail {
-
-// One block lent to one posted operation at a time; a second one at once gets the heap.
-class OperationBlock {
- public:
-  void* take(std::size_t bytes) {
-    if (lent_) return ::operator new(bytes);
-    if (bytes > size_) {
-      block_.reset(static_cast<std::byte*>(::operator new(bytes)));
-      size_ = bytes;
-    }
-    lent_ = true;
-    return block_.get();
-  }
-  void give(void* p) noexcept {
-    if (p == block_.get()) lent_ = false;
-    else ::operator delete(p);
-  }
-
- private:
-  struct Free {
-    void operator()(std::byte* p) const noexcept { ::operator delete(p); }
-  };
-  std::unique_ptr<std::byte, Free> block_;
-  std::size_t size_ = 0;
-  bool lent_ = false;
-};
-
-template <class T>
-struct OperationAllocator {
-  using value_type = T;
-  OperationBlock* block;
-  explicit OperationAllocator(OperationBlock* b) noexcept : block(b) {}
-  template <class U>
-  OperationAllocator(const OperationAllocator<U>& other) noexcept : block(other.block) {}  // NOLINT: rebinding
-  [[nodiscard]] T* allocate(std::size_t n) { return static_cast<T*>(block->take(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t) noexcept { block->give(p); }
-  template <class U>
-  friend bool operator==(const OperationAllocator& a, const OperationAllocator<U>& b) noexcept { return a.block == b.block; }
-};
 
 // True when `ex` is the loop's own executor (as a plain callback's, or a coroutine's spawned
 // on the connection's io_context, is).
@@ -203,7 +164,7 @@ class ReceiveSlot : public std::enable_shared_from_this<ReceiveSlot> {
   std::optional<Result<client::Message>>* ready_result_ = nullptr;
   bool trampolining_ = false;
   std::shared_ptr<ReceiveSlot> self_;  // set while a receive waits
-  OperationBlock operation_;           // the posted completion's memory
+  OperationBlocks operation_;          // the posted completion's memory
   // The answers, handed to a handler by reference when it runs.
   std::optional<Result<client::Message>> results_[2];
   unsigned next_result_ = 0;
