@@ -1,15 +1,21 @@
 #include "warren/asio/asio_driver.hpp"
 #include "warren/tls/tls_pump.hpp"
 
+#include <asio/bind_allocator.hpp>
 #include <asio/connect.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 
+#include <chrono>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "warren/asio/operation_block.hpp"
 
 namespace warren::asio_driver {
 namespace {
@@ -41,6 +47,9 @@ struct State : std::enable_shared_from_this<State> {
   std::optional<tls::TlsPump> tls;
   std::vector<std::byte> read_buffer;
   std::vector<std::byte> cipher_out;
+  std::vector<asio::const_buffer> write_buffers;  // the write in flight's parts
+  // The read's and the write's operations, reused: a busy connection allocates nothing.
+  detail::OperationBlocks read_ops, write_ops;
   bool connected = false;
   bool reading = false;
   bool want_reading = true;
@@ -96,7 +105,8 @@ struct State : std::enable_shared_from_this<State> {
     reading = true;
     auto self = shared_from_this();
     socket.async_read_some(asio::buffer(read_buffer.data(), read_buffer.size()),
-                           [self](const std::error_code& ec, std::size_t n) {
+                           asio::bind_allocator(detail::OperationAllocator<void>(&read_ops),
+                                                [self](const std::error_code& ec, std::size_t n) {
                              self->reading = false;
                              if (!self->events) return;
                              if (ec) {
@@ -106,7 +116,7 @@ struct State : std::enable_shared_from_this<State> {
                              }
                              self->on_read(std::span<const std::byte>(self->read_buffer.data(), n));
                              self->read();
-                           });
+                           }));
   }
 
   void on_read(std::span<const std::byte> bytes) {
@@ -131,15 +141,18 @@ struct State : std::enable_shared_from_this<State> {
       }
       return send_ciphertext();
     }
-    std::vector<asio::const_buffer> buffers;
-    buffers.reserve(parts.size());
-    for (auto p : parts) buffers.emplace_back(p.data(), p.size());
+    // One write at a time (the client waits for on_written): the buffer list is reused, and
+    // passed as a span so async_write does not copy it. No allocation per write.
+    write_buffers.clear();
+    for (auto p : parts) write_buffers.emplace_back(p.data(), p.size());
     auto self = shared_from_this();
-    asio::async_write(socket, buffers, [self](const std::error_code& ec, std::size_t n) {
-      if (!self->events) return;
-      if (ec) return self->fail(net_error("write " + self->where(), ec));
-      self->events->on_written(n);
-    });
+    asio::async_write(socket, std::span<const asio::const_buffer>(write_buffers),
+                      asio::bind_allocator(detail::OperationAllocator<void>(&write_ops),
+                                           [self](const std::error_code& ec, std::size_t n) {
+                                             if (!self->events) return;
+                                             if (ec) return self->fail(net_error("write " + self->where(), ec));
+                                             self->events->on_written(n);
+                                           }));
   }
 
   void send_ciphertext() {
@@ -175,27 +188,59 @@ class AsioStream final : public client::Stream {
   std::shared_ptr<State> state_;
 };
 
+// The client re-arms its timer on every turn, mostly to a later deadline (a heartbeat moved
+// on by traffic). A wait in flight that ends earlier than the new deadline is left alone and,
+// when it ends, waits on to it: re-arming costs neither a cancelled operation nor a system
+// call, and a busy connection allocates nothing for its timer. An earlier deadline replaces
+// the wait; cancel() ends it, so a cancelled timer never keeps run() from returning.
 class AsioTimer final : public client::Timer {
  public:
   AsioTimer(asio::io_context& io, std::function<void()> on_fire)
-      : timer_(std::make_shared<asio::steady_timer>(io)), on_fire_(std::make_shared<std::function<void()>>(std::move(on_fire))) {}
+      : state_(std::make_shared<State>(io, std::move(on_fire))) {}
   ~AsioTimer() override {
-    *on_fire_ = nullptr;
-    timer_->cancel();
+    state_->on_fire = nullptr;
+    cancel();
   }
   void arm(engine::Instant at) override {
-    timer_->expires_at(at);
-    std::weak_ptr<std::function<void()>> fire = on_fire_;
-    timer_->async_wait([fire](const std::error_code& ec) {
-      if (ec) return;
-      if (auto f = fire.lock(); f && *f) (*f)();
-    });
+    state_->deadline = at;
+    if (state_->waiting_until && *state_->waiting_until <= at) return;  // it waits on when it ends
+    wait(state_, at);
   }
-  void cancel() override { timer_->cancel(); }
+  void cancel() override {
+    state_->deadline.reset();
+    state_->waiting_until.reset();
+    ++state_->generation;
+    state_->timer.cancel();
+  }
 
  private:
-  std::shared_ptr<asio::steady_timer> timer_;
-  std::shared_ptr<std::function<void()>> on_fire_;
+  struct State {
+    State(asio::io_context& io, std::function<void()> fn) : timer(io), on_fire(std::move(fn)) {}
+    asio::steady_timer timer;
+    std::function<void()> on_fire;
+    std::optional<engine::Instant> deadline;       // armed for; nullopt: not armed
+    std::optional<engine::Instant> waiting_until;  // the wait in flight
+    std::uint64_t generation = 0;                  // a replaced or cancelled wait is stale
+    detail::OperationBlocks ops;                   // the waits' memory
+  };
+
+  static void wait(const std::shared_ptr<State>& s, engine::Instant until) {
+    s->waiting_until = until;
+    const auto generation = ++s->generation;
+    s->timer.expires_at(until);  // cancels the wait it replaces (stale by its generation)
+    s->timer.async_wait(asio::bind_allocator(detail::OperationAllocator<void>(&s->ops),
+                                             [s, generation](const std::error_code& ec) {
+                                               if (ec || generation != s->generation) return;
+                                               s->waiting_until.reset();
+                                               if (!s->deadline) return;
+                                               if (std::chrono::steady_clock::now() < *s->deadline) return wait(s, *s->deadline);
+                                               s->deadline.reset();
+                                               // A copy: the callback may destroy the timer.
+                                               if (auto fire = s->on_fire) fire();
+                                             }));
+  }
+
+  std::shared_ptr<State> state_;  // shared with the wait in flight
 };
 
 }  // namespace

@@ -1,0 +1,167 @@
+// A channel on Asio: client::Channel with every verb as a completion-token member.
+//
+//   auto q = co_await ch.queue_declare({.name = "orders", .durable = true}, asio::use_awaitable);
+//   if (!q) return log(q.error().to_string());   // "not found: ... (404 NOT_FOUND ...)"
+//
+// Each verb completes with `void(Result<T>)` on the handler's executor (else the connection's
+// io_context), and may be called from any thread: it is started on the loop. Options are
+// taken by value and a publish is copied, so a deferred token may be launched after the
+// caller's strings are gone. Cheap to copy; all copies name one channel (client::Channel).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <type_traits>
+#include <utility>
+
+#include "warren/asio/consumer.hpp"
+#include "warren/asio/initiate.hpp"
+#include "warren/asio/owned_publish.hpp"
+#include "warren/client/channel.hpp"
+
+namespace warren::asio_driver {
+
+class Channel {
+ public:
+  Channel(client::Channel channel, const detail::LoopExecutor& loop) : channel_(std::move(channel)), loop_(loop) {}
+
+  template <class Token>
+  auto exchange_declare(client::ExchangeDeclareOptions options, Token&& token) const {
+    return call(&client::Channel::exchange_declare, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto exchange_delete(client::ExchangeDeleteOptions options, Token&& token) const {
+    return call(&client::Channel::exchange_delete, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto exchange_bind(client::ExchangeBindOptions options, Token&& token) const {
+    return call(&client::Channel::exchange_bind, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto exchange_unbind(client::ExchangeBindOptions options, Token&& token) const {
+    return call(&client::Channel::exchange_unbind, std::move(options), std::forward<Token>(token));
+  }
+  // Completes with the queue's name (the broker's, for a server-named queue) and counts.
+  template <class Token>
+  auto queue_declare(client::QueueDeclareOptions options, Token&& token) const {
+    return call(&client::Channel::queue_declare, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto queue_bind(client::QueueBindOptions options, Token&& token) const {
+    return call(&client::Channel::queue_bind, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto queue_unbind(client::QueueBindOptions options, Token&& token) const {
+    return call(&client::Channel::queue_unbind, std::move(options), std::forward<Token>(token));
+  }
+  // Completes with the number of messages purged.
+  template <class Token>
+  auto queue_purge(client::QueuePurgeOptions options, Token&& token) const {
+    return call(&client::Channel::queue_purge, std::move(options), std::forward<Token>(token));
+  }
+  // Completes with the number of messages the queue held.
+  template <class Token>
+  auto queue_delete(client::QueueDeleteOptions options, Token&& token) const {
+    return call(&client::Channel::queue_delete, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto qos(client::QosOptions options, Token&& token) const {
+    return call(&client::Channel::qos, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto flow(client::FlowOptions options, Token&& token) const {
+    return call(&client::Channel::flow, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto recover(client::RecoverOptions options, Token&& token) const {
+    return call(&client::Channel::recover, std::move(options), std::forward<Token>(token));
+  }
+  // basic.get: an owned message, or nullopt when the queue was empty.
+  template <class Token>
+  auto get(client::GetOptions options, Token&& token) const {
+    return call(&client::Channel::get, std::move(options), std::forward<Token>(token));
+  }
+  template <class Token>
+  auto confirm_select(Token&& token) const {
+    return start<void>([](const client::Channel& ch, client::Callback<void> done) { ch.confirm_select(std::move(done)); },
+                       std::forward<Token>(token));
+  }
+  // channel.close; every copy of the handle is closed once it completes.
+  template <class Token>
+  auto close(Token&& token) const {
+    return start<void>([](const client::Channel& ch, client::Callback<void> done) { ch.close(std::move(done)); },
+                       std::forward<Token>(token));
+  }
+
+  // The broker's outcome: confirmed in confirm mode (written outside it), else errc::nacked,
+  // errc::unroutable (a mandatory publish returned: reply code 312 and text in the Error),
+  // errc::timeout (its deadline passed), or the channel's or connection's cause.
+  template <class Token>
+  auto publish(const client::Publish& publish, std::span<const std::byte> body, Token&& token) const {
+    return start<engine::PublishOutcome>(
+        [owned = detail::OwnedPublish(publish, body)](const client::Channel& ch, client::Callback<engine::PublishOutcome> done) {
+          if (!owned.status().ok()) return done(owned.status().error());
+          ch.publish(owned.publish(), owned.body(), std::move(done));
+        },
+        std::forward<Token>(token));
+  }
+  // The callback-free fast path (loop thread only): nothing is stored per message, the body
+  // is copied before it returns, and the outcome reaches the connection's on_publish_done.
+  [[nodiscard]] Result<engine::PublishId> publish(const client::Publish& publish, std::span<const std::byte> body) const {
+    return channel_.publish(publish, body);
+  }
+
+  // A stream subscription: read it with Consumer::receive.
+  template <class Token>
+  auto consume(client::ConsumeOptions options, Token&& token) const {
+    return start<Consumer>(
+        [o = std::move(options), loop = loop_](const client::Channel& ch, client::Callback<Consumer> done) mutable {
+          ch.consume(std::move(o), wrap_consumer(std::move(done), loop));
+        },
+        std::forward<Token>(token));
+  }
+  // A push subscription: `on_delivery` gets each delivery as a zero-copy view, on the loop.
+  template <class Token>
+  auto consume(client::ConsumeOptions options, std::function<void(const client::Delivery&)> on_delivery,
+               Token&& token) const {
+    return start<Consumer>(
+        [o = std::move(options), fn = std::move(on_delivery), loop = loop_](const client::Channel& ch,
+                                                                           client::Callback<Consumer> done) mutable {
+          ch.consume(std::move(o), std::move(fn), wrap_consumer(std::move(done), loop));
+        },
+        std::forward<Token>(token));
+  }
+
+  [[nodiscard]] const client::Channel& raw() const noexcept { return channel_; }
+  [[nodiscard]] engine::ChannelId id() const noexcept { return channel_.id(); }
+  [[nodiscard]] bool is_open() const noexcept { return channel_.is_open(); }
+  [[nodiscard]] const detail::LoopExecutor& loop() const noexcept { return loop_; }
+
+ private:
+  // `fn(channel, done)` on the loop, with this handle held by value.
+  template <class T, class Fn, class Token>
+  auto start(Fn fn, Token&& token) const {
+    return detail::initiate<T>(loop_, [ch = channel_, fn = std::move(fn)](client::Callback<T> done) mutable {
+      fn(ch, std::move(done));
+    }, std::forward<Token>(token));
+  }
+  // A verb that takes its options and answers a Result<T>: one line per verb above.
+  template <class T, class Options, class Token>
+  auto call(void (client::Channel::*verb)(Options, client::Callback<T>) const, std::type_identity_t<Options> options,
+            Token&& token) const {
+    return start<T>([verb, o = std::move(options)](const client::Channel& ch, client::Callback<T> done) mutable {
+      (ch.*verb)(std::move(o), std::move(done));
+    }, std::forward<Token>(token));
+  }
+  static client::Callback<client::Consumer> wrap_consumer(client::Callback<Consumer> done, detail::LoopExecutor loop) {
+    return [done = std::move(done), loop](Result<client::Consumer> r) {
+      done(detail::map<Consumer>(std::move(r), [&](client::Consumer c) { return Consumer(std::move(c), loop); }));
+    };
+  }
+
+  client::Channel channel_;
+  detail::LoopExecutor loop_;
+};
+
+}  // namespace warren::asio_driver

@@ -1,0 +1,90 @@
+// A connection's life on Asio as completion tokens: connect, open a channel, close.
+//
+//   auto conn = co_await asio_driver::async_connect(driver, url, asio::use_awaitable);
+//   if (!conn) return fail(conn.error());   // 403, 530 and the broker's text
+//   auto ch = co_await asio_driver::async_open_channel(*conn, asio::use_awaitable);
+//
+// Each completes with `void(Result<T>)` on the handler's executor, else the io_context the
+// connection runs on, and may be called from any thread (it is started on the loop).
+//
+// GCC 12 miscompiles a braced temporary that owns a std::string (ClientOptions, and every
+// option struct of client/options.hpp but Publish, Qos, Flow and Recover) inside a co_await
+// expression: it copies it bitwise and the program aborts in free(). Name such options in a
+// variable first, or build with clang or a later GCC.
+#pragma once
+
+#include <memory>
+
+#include "warren/asio/channel.hpp"
+#include "warren/asio/initiate.hpp"
+#include "warren/client/connection.hpp"
+
+namespace warren::asio_driver {
+
+// Dials the URL's hosts in turn; completes once the handshake is done or every host failed.
+// The driver is the loop's, and outlives every connection on it (the client assumes as much).
+template <class Token>
+auto async_connect(AsioDriver& driver, client::ConnectionUrl url, client::ClientOptions options, Token&& token) {
+  using Connected = std::shared_ptr<client::Connection>;
+  return detail::initiate<Connected>(
+      driver.context().get_executor(),
+      [&driver, url = std::move(url), options = std::move(options)](client::Callback<Connected> done) mutable {
+        // The connection keeps on_ready as long as it lives, and on_ready must reach the
+        // connection: hold it only until the answer, or that would be a cycle.
+        struct Dial {
+          Connected connection;
+          bool answered = false;
+        };
+        auto dial = std::make_shared<Dial>();
+        auto connection = client::Connection::connect(driver, url, std::move(options), [dial, done = std::move(done)](const Error* e) {
+          dial->answered = true;
+          auto connection = std::move(dial->connection);
+          if (e) return done(*e);
+          done(std::move(connection));
+        });
+        if (!dial->answered) dial->connection = std::move(connection);
+      },
+      std::forward<Token>(token));
+}
+
+// With the default options. (Also a way around GCC 12, which miscompiles a braced temporary
+// owning a std::string, such as `{}` for ClientOptions, inside a co_await expression.)
+template <class Token>
+auto async_connect(AsioDriver& driver, client::ConnectionUrl url, Token&& token) {
+  return async_connect(driver, std::move(url), client::ClientOptions{}, std::forward<Token>(token));
+}
+
+template <class Token>
+auto async_open_channel(std::shared_ptr<client::Connection> connection, Token&& token) {
+  const auto loop = detail::loop_executor(*connection);
+  return detail::initiate<Channel>(
+      loop,
+      [connection = std::move(connection), loop](client::Callback<Channel> done) {
+        connection->open_channel(client::Callback<client::Channel>([done = std::move(done), loop](Result<client::Channel> r) {
+          done(detail::map<Channel>(std::move(r), [&](client::Channel ch) { return Channel(std::move(ch), loop); }));
+        }));
+      },
+      std::forward<Token>(token));
+}
+template <class Token>
+auto async_open_channel(client::Connection& connection, Token&& token) {
+  return async_open_channel(connection.shared_from_this(), std::forward<Token>(token));
+}
+
+// connection.close: completes once the broker answered (or the connection was already gone).
+template <class Token>
+auto async_close(std::shared_ptr<client::Connection> connection, Token&& token) {
+  const auto loop = detail::loop_executor(*connection);
+  return detail::initiate<void>(
+      loop,
+      [connection = std::move(connection)](client::Callback<void> done) {
+        connection->close(detail::from_error_pointer(std::move(done)));
+      },
+      std::forward<Token>(token));
+}
+template <class Token>
+auto async_close(client::Connection& connection, Token&& token) {
+  return async_close(connection.shared_from_this(), std::forward<Token>(token));
+}
+
+}  // namespace warren::asio_driver
