@@ -463,9 +463,8 @@ TEST(AsioTokens, pool_borrow_session_close_and_rpc_call) {
     CO_ASSERT_OK(requests);
     std::optional<std::string> serving;
     auto server = client::RpcServer::start(
-        *conn, server_ch->id(), requests->name,
-        [](const engine::Message& m) { return "re:" + std::string(reinterpret_cast<const char*>(m.body.data()), m.body.size()); },
-        [&](const Error* e) { serving = e ? e->to_string() : "ok"; });
+        server_ch->raw(), requests->name, [](const client::Delivery& m) { return "re:" + std::string(m.body_text()); },
+        [&](Result<void> r) { serving = r ? "ok" : r.error().to_string(); });
     for (int i = 0; i < 200 && !serving; ++i) co_await sleep_for(10ms);
     EXPECT_EQ(serving.value_or("<none>"), "ok");
     auto client_ch = co_await asio_driver::async_open_channel(*conn, use_awaitable);

@@ -36,10 +36,10 @@ auto async_connect(AsioDriver& driver, client::ConnectionUrl url, client::Client
           bool answered = false;
         };
         auto dial = std::make_shared<Dial>();
-        auto connection = client::Connection::connect(driver, url, std::move(options), [dial, done = std::move(done)](const Error* e) {
+        auto connection = client::Connection::connect(driver, url, std::move(options), [dial, done = std::move(done)](Result<void> r) {
           dial->answered = true;
           auto connection = std::move(dial->connection);
-          if (e) return done(*e);
+          if (!r) return done(std::move(r).error());
           done(std::move(connection));
         });
         if (!dial->answered) dial->connection = std::move(connection);
@@ -78,7 +78,7 @@ auto async_close(std::shared_ptr<client::Connection> connection, Token&& token) 
   return detail::initiate<void>(
       loop,
       [connection = std::move(connection)](client::Callback<void> done) {
-        connection->close(detail::from_error_pointer(std::move(done)));
+        connection->close(std::move(done));
       },
       std::forward<Token>(token));
 }

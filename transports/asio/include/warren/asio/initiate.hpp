@@ -86,9 +86,4 @@ template <class To, class From, class Convert>
   return convert(std::move(from).value());
 }
 
-// The client's older `const Error*` callbacks (nullptr: it worked) as a Callback<void>.
-[[nodiscard]] inline auto from_error_pointer(client::Callback<void> done) {
-  return [done = std::move(done)](const Error* error) { error ? done(*error) : done(Result<void>()); };
-}
-
 }  // namespace warren::asio_driver::detail

@@ -26,10 +26,7 @@ class Pool {
   template <class Token>
   auto borrow(Token&& token) const {
     return detail::initiate<client::Lease>(loop_, [pool = pool_](client::Callback<client::Lease> done) {
-      pool->borrow([done = std::move(done)](const Error* e, client::Lease lease) {
-        if (e) return done(*e);
-        done(std::move(lease));
-      });
+      pool->borrow(std::move(done));
     }, std::forward<Token>(token));
   }
 
@@ -37,7 +34,7 @@ class Pool {
   template <class Token>
   auto close(Token&& token) const {
     return detail::initiate<void>(loop_, [pool = pool_](client::Callback<void> done) {
-      pool->close(detail::from_error_pointer(std::move(done)));
+      pool->close(std::move(done));
     }, std::forward<Token>(token));
   }
 

@@ -28,15 +28,14 @@ class RpcClient {
     const auto loop = detail::loop_executor(*connection);
     return detail::initiate<RpcClient>(
         loop,
-        [connection = std::move(connection), id = channel.id(), loop](client::Callback<RpcClient> done) {
+        [connection = std::move(connection), ch = channel.raw(), loop](client::Callback<RpcClient> done) {
           // The client holds itself only weakly until it is ready: hold it here until then.
           auto holder = std::make_shared<std::shared_ptr<client::RpcClient>>();
-          *holder = client::RpcClient::start(connection->driver(), connection, id,
-                                             [holder, loop, done = std::move(done)](const Error* e) {
-                                               auto rpc = std::move(*holder);
-                                               if (e) return done(*e);
-                                               done(RpcClient(std::move(rpc), loop));
-                                             });
+          *holder = client::RpcClient::start(ch, [holder, loop, done = std::move(done)](Result<void> r) {
+            auto rpc = std::move(*holder);
+            if (!r) return done(std::move(r).error());
+            done(RpcClient(std::move(rpc), loop));
+          });
         },
         std::forward<Token>(token));
   }
@@ -51,14 +50,9 @@ class RpcClient {
         [rpc = rpc_, owned = detail::OwnedPublish(request, body)](client::Callback<client::Message> done) {
           if (!owned.status().ok()) return done(owned.status().error());
           const auto& p = owned.publish();
-          rpc->call(p.exchange, p.routing_key, p.properties, owned.body(),
-                    p.timeout.value_or(engine::ConnectionOptions{}.request_timeout),
-                    [done = std::move(done)](const Error* e, const engine::Message* reply) {
-                      if (e) return done(*e);
-                      client::Message owned_reply;
-                      owned_reply.assign(*reply, nullptr, nullptr);
-                      done(std::move(owned_reply));
-                    });
+          rpc->call({.exchange = p.exchange, .routing_key = p.routing_key, .properties = p.properties,
+                     .timeout = p.timeout.value_or(engine::ConnectionOptions{}.request_timeout)},
+                    owned.body(), std::move(done));
         },
         std::forward<Token>(token));
   }

@@ -13,7 +13,7 @@ template <class Token>
 auto async_close(std::shared_ptr<client::Session> session, Token&& token) {
   const auto loop = detail::loop_executor(session->driver());
   return detail::initiate<void>(loop, [session = std::move(session)](client::Callback<void> done) {
-    session->close(detail::from_error_pointer(std::move(done)));
+    session->close(std::move(done));
   }, std::forward<Token>(token));
 }
 
