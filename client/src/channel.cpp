@@ -17,19 +17,25 @@ void later(const std::shared_ptr<ChannelCore>& core, Callback<T> done, Error e) 
   core->driver->post([done = std::move(done), e = std::move(e)]() mutable { done(std::move(e)); });
 }
 
+// The handle's connection while its channel is open; otherwise `done` is told why (an empty
+// handle at once: it has no loop to defer to) and nothing is returned.
+template <class T>
+std::shared_ptr<Connection> live_or_fail(const std::shared_ptr<ChannelCore>& core, Callback<T>& done) {
+  if (!core) {
+    if (done) done(make_error(errc::invalid_argument, "an empty channel handle"));
+    return nullptr;
+  }
+  auto c = core->live();
+  if (!c) later<T>(core, std::move(done), core->gone());
+  return c;
+}
+
 // The one request path: `send` issues the wire request on the live connection; `convert`
 // turns the broker's reply method into the typed result.
 template <class T, class Send, class Convert>
 void call(const std::shared_ptr<ChannelCore>& core, Callback<T> done, Send send, Convert convert) {
-  if (!core) {
-    if (done) done(make_error(errc::invalid_argument, "an empty channel handle"));
-    return;
-  }
-  auto c = core->live();
-  if (!c) {
-    later<T>(core, std::move(done), core->gone());
-    return;
-  }
+  auto c = live_or_fail(core, done);
+  if (!c) return;
   send(*c, core->id, [done = std::move(done), convert](const Error* e, const wire::Method* reply) {
     if (!done) return;
     if (e) {
@@ -158,15 +164,8 @@ void Channel::confirm_select(Callback<void> done) const {
 }
 
 void Channel::get(GetOptions o, Callback<std::optional<Message>> done) const {
-  if (!core_) {
-    if (done) done(make_error(errc::invalid_argument, "an empty channel handle"));
-    return;
-  }
-  auto c = core_->live();
-  if (!c) {
-    later<std::optional<Message>>(core_, std::move(done), core_->gone());
-    return;
-  }
+  auto c = live_or_fail(core_, done);
+  if (!c) return;
   c->get(core_->id, wire::BasicGet{.queue = o.queue, .no_ack = o.auto_ack},
          [core = core_, done = std::move(done)](const Error* e, const engine::Message* m, std::uint32_t left) {
            if (!done) return;
@@ -210,15 +209,8 @@ wire::BasicPublish to_wire(const Publish& p) {
 }  // namespace
 
 void Channel::publish(const Publish& p, std::span<const std::byte> body, Callback<engine::PublishOutcome> done) const {
-  if (!core_) {
-    if (done) done(make_error(errc::invalid_argument, "an empty channel handle"));
-    return;
-  }
-  auto c = core_->live();
-  if (!c) {
-    later<engine::PublishOutcome>(core_, std::move(done), core_->gone());
-    return;
-  }
+  auto c = live_or_fail(core_, done);
+  if (!c) return;
   Connection::Settled settled;
   if (done)
     settled = [done = std::move(done)](engine::PublishOutcome o, const Error& cause) { done(outcome_result(o, cause)); };
@@ -238,30 +230,18 @@ void Channel::consume(ConsumeOptions o, std::function<void(const Delivery&)> on_
                     make_error(errc::invalid_argument, "consume needs an on_delivery callback (or use the stream form)"));
     return;
   }
-  if (!core_) {
-    if (done) done(make_error(errc::invalid_argument, "an empty channel handle"));
-    return;
-  }
-  auto c = core_->live();
-  if (!c) {
-    later<Consumer>(core_, std::move(done), core_->gone());
-    return;
-  }
-  auto consumer = std::make_shared<detail::ConsumerCore>(core_, o, std::move(on_delivery));
-  c->subscribe(core_->id, o, consumer, std::move(done));
+  subscribe(std::move(o), std::move(on_delivery), std::move(done));
 }
 
 void Channel::consume(ConsumeOptions o, Callback<Consumer> done) const {
-  if (!core_) {
-    if (done) done(make_error(errc::invalid_argument, "an empty channel handle"));
-    return;
-  }
-  auto c = core_->live();
-  if (!c) {
-    later<Consumer>(core_, std::move(done), core_->gone());
-    return;
-  }
-  auto consumer = std::make_shared<detail::ConsumerCore>(core_, o, nullptr);
+  subscribe(std::move(o), nullptr, std::move(done));
+}
+
+// Both forms: without on_delivery the consumer buffers (the stream form).
+void Channel::subscribe(ConsumeOptions o, std::function<void(const Delivery&)> on_delivery, Callback<Consumer> done) const {
+  auto c = live_or_fail(core_, done);
+  if (!c) return;
+  auto consumer = std::make_shared<detail::ConsumerCore>(core_, o, std::move(on_delivery));
   c->subscribe(core_->id, o, consumer, std::move(done));
 }
 

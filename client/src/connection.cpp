@@ -298,7 +298,7 @@ void Connection::dispatch(const engine::Event& event) {
           why.reply_code = e.reply_code;
           std::shared_ptr<detail::ChannelCore> core;
           if (auto it = cores_.find(e.message.channel); it != cores_.end()) core = it->second;
-          on_returned(Delivery(e.message, std::move(core)), why);
+          on_returned(Delivery(e.message, core), why);
         } else if constexpr (std::is_same_v<E, engine::ConsumerCancelled>) {
           auto it = std::find_if(consumers_.begin(), consumers_.end(), [&](const Subscription& s) {
             return s.channel == e.channel && s.tag == e.consumer_tag;

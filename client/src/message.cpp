@@ -14,27 +14,40 @@ const wire::BasicProperties& Delivery::properties() const noexcept {
   return m_->properties ? *m_->properties : no_properties;
 }
 
+namespace {
+
+// A settle of a delivery during its callback: on its channel while that channel is open,
+// else nothing is sent and the channel's staleness is the answer.
+template <class Send>
+Result<void> settle_view(const std::shared_ptr<detail::ChannelCore>& core, std::uint64_t tag, Send send) {
+  auto c = core ? core->live() : nullptr;
+  if (!c) return core ? core->stale(tag) : make_error(errc::invalid_argument, "an empty delivery");
+  return send(*c, core->id);
+}
+
+}  // namespace
+
 Result<void> Delivery::ack(AckOptions options) const {
-  auto c = channel_ ? channel_->live() : nullptr;
-  if (!c) return channel_ ? channel_->stale(m_->delivery_tag) : make_error(errc::invalid_argument, "an empty delivery");
-  return c->ack(channel_->id, m_->delivery_tag, options.multiple);
+  return settle_view(*channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
+    return c.ack(id, m_->delivery_tag, options.multiple);
+  });
 }
 
 Result<void> Delivery::nack(NackOptions options) const {
-  auto c = channel_ ? channel_->live() : nullptr;
-  if (!c) return channel_ ? channel_->stale(m_->delivery_tag) : make_error(errc::invalid_argument, "an empty delivery");
-  return c->nack(channel_->id, m_->delivery_tag, options.multiple, options.requeue);
+  return settle_view(*channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
+    return c.nack(id, m_->delivery_tag, options.multiple, options.requeue);
+  });
 }
 
 Result<void> Delivery::reject(RejectOptions options) const {
-  auto c = channel_ ? channel_->live() : nullptr;
-  if (!c) return channel_ ? channel_->stale(m_->delivery_tag) : make_error(errc::invalid_argument, "an empty delivery");
-  return c->reject(channel_->id, m_->delivery_tag, options.requeue);
+  return settle_view(*channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
+    return c.reject(id, m_->delivery_tag, options.requeue);
+  });
 }
 
 Message Delivery::take() const {
   Message m;
-  m.assign(*m_, channel_, nullptr);
+  m.assign(*m_, *channel_, nullptr);
   return m;
 }
 

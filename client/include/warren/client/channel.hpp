@@ -79,6 +79,7 @@ class Channel {
   [[nodiscard]] const std::shared_ptr<detail::ChannelCore>& core() const noexcept { return core_; }
 
  private:
+  void subscribe(ConsumeOptions options, std::function<void(const Delivery&)> on_delivery, Callback<Consumer> done) const;
   std::shared_ptr<detail::ChannelCore> core_;
 };
 

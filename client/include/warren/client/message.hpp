@@ -69,10 +69,12 @@ class Delivery {
  private:
   friend class detail::ConsumerCore;
   friend class Connection;
-  Delivery(const engine::Message& m, std::shared_ptr<detail::ChannelCore> channel) noexcept
-      : m_(&m), channel_(std::move(channel)) {}
+  // A view for the length of one callback: the channel is borrowed from its owner (the
+  // consumer, the dispatch), so a delivery costs no reference count; take() copies it.
+  Delivery(const engine::Message& m, const std::shared_ptr<detail::ChannelCore>& channel) noexcept
+      : m_(&m), channel_(&channel) {}
   const engine::Message* m_;
-  std::shared_ptr<detail::ChannelCore> channel_;
+  const std::shared_ptr<detail::ChannelCore>* channel_;
 };
 
 class Message {
