@@ -55,26 +55,40 @@ struct ChannelCore {
   }
 };
 
-// Message buffers, handed back when a Message is destroyed (on any thread) and reused by the
-// next delivery, so a stream consumer allocates nothing per message in steady state.
-class BufferPool {
+// Message nodes (each with its buffer), handed back when a Message is destroyed (on any
+// thread) and reused by the next delivery, so a stream consumer allocates nothing per message
+// in steady state.
+class MessagePool {
  public:
-  explicit BufferPool(std::size_t keep) : keep_(keep) {}
-  [[nodiscard]] std::vector<std::byte> take() {
-    std::lock_guard lock(mutex_);
-    if (free_.empty()) return {};
-    auto b = std::move(free_.back());
-    free_.pop_back();
-    return b;
+  // Room for every node it may keep, so giving one back never allocates.
+  explicit MessagePool(std::size_t keep) : keep_(keep) { free_.reserve(keep); }
+  MessagePool(const MessagePool&) = delete;
+  MessagePool& operator=(const MessagePool&) = delete;
+  ~MessagePool() {
+    for (auto* d : free_) delete d;
   }
-  void give(std::vector<std::byte>&& b) {
+  // A node to fill, or null when none is free.
+  [[nodiscard]] MessageData* take() {
     std::lock_guard lock(mutex_);
-    if (free_.size() < keep_) free_.push_back(std::move(b));
+    if (free_.empty()) return nullptr;
+    auto* d = free_.back();
+    free_.pop_back();
+    return d;
+  }
+  void give(MessageData* d) noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      if (free_.size() < keep_) {
+        free_.push_back(d);
+        return;
+      }
+    }
+    delete d;
   }
 
  private:
   std::mutex mutex_;
-  std::vector<std::vector<std::byte>> free_;
+  std::vector<MessageData*> free_;
   std::size_t keep_;
 };
 
@@ -110,7 +124,7 @@ class ConsumerCore : public std::enable_shared_from_this<ConsumerCore> {
   std::size_t limit_;
   std::vector<Message> ring_;  // grows only past the limit (auto-ack overshoot)
   std::size_t head_ = 0, count_ = 0;
-  std::shared_ptr<BufferPool> pool_;
+  std::shared_ptr<MessagePool> pool_;
   Callback<Message> waiting_;
   std::function<void(const Error&)> ended_fn_;
   std::optional<Error> ended_;

@@ -28,7 +28,7 @@ ConsumerCore::ConsumerCore(std::shared_ptr<ChannelCore> ch, const ConsumeOptions
       limit_(options.prefetch && *options.prefetch != 0 ? *options.prefetch : default_buffer) {
   if (!on_delivery) {
     ring_.resize(limit_);
-    pool_ = std::make_shared<BufferPool>(limit_ + 8);
+    pool_ = std::make_shared<MessagePool>(limit_ + 8);
   }
 }
 

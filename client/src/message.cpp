@@ -53,100 +53,131 @@ Message Delivery::take() const {
 
 // ---- Message
 
-Message::Message(Message&& o) noexcept
-    : storage_(std::move(o.storage_)),
-      pool_(std::move(o.pool_)),
-      channel_(std::move(o.channel_)),
-      exchange_(o.exchange_),
-      routing_key_(o.routing_key_),
-      consumer_tag_(o.consumer_tag_),
-      properties_(o.properties_),
-      body_(o.body_),
-      delivery_tag_(o.delivery_tag_),
-      message_count_(o.message_count_),
-      redelivered_(o.redelivered_),
-      settled_(o.settled_) {
-  // The views point into storage_'s heap block, which moved with it.
-  o.exchange_ = o.routing_key_ = o.consumer_tag_ = {};
-  o.properties_ = {};
-  o.body_ = {};
-  o.delivery_tag_ = 0;
-}
+namespace {
 
-Message& Message::operator=(Message&& o) noexcept {
-  if (this != &o) {
-    release();
-    this->~Message();
-    new (this) Message(std::move(o));
+// Sizes, then copies, a message's properties into its buffer: every text property and the
+// headers' encoded bytes are copied as they are (no re-encoding), and the views repointed.
+struct PropertyBytes {
+  std::size_t total = 0;
+  bool ok = true;
+  void shortstr(int, const char*, const std::optional<std::string_view>& v) {
+    if (v) total += v->size();
   }
-  return *this;
+  void table(int, const char*, const std::optional<wire::TableRef>& v) {
+    if (!v) return;
+    auto n = v->encoded_size();
+    if (n.ok()) total += *n;
+    else ok = false;
+  }
+  template <class T> void octet(int, const char*, const std::optional<T>&) {}
+  template <class T> void timestamp(int, const char*, const std::optional<T>&) {}
+};
+
+struct AnyProperty {
+  bool any = false;
+  template <class T> void shortstr(int, const char*, const std::optional<T>& v) { any |= v.has_value(); }
+  template <class T> void table(int, const char*, const std::optional<T>& v) { any |= v.has_value(); }
+  template <class T> void octet(int, const char*, const std::optional<T>& v) { any |= v.has_value(); }
+  template <class T> void timestamp(int, const char*, const std::optional<T>& v) { any |= v.has_value(); }
+};
+
+struct PropertyCopy {
+  std::byte* out;
+  void shortstr(int, const char*, std::optional<std::string_view>& v) {
+    if (!v) return;
+    if (!v->empty()) std::memcpy(out, v->data(), v->size());
+    v = std::string_view(reinterpret_cast<const char*>(out), v->size());
+    out += v->size();
+  }
+  void table(int, const char*, std::optional<wire::TableRef>& v) {
+    if (!v) return;
+    const std::size_t n = *v->encoded_size();  // PropertyBytes checked it
+    wire::Writer w(out);
+    v->encode_content(w);
+    v = wire::TableRef::validated(std::span<const std::byte>(out, n));
+    out += n;
+  }
+  template <class T> void octet(int, const char*, const std::optional<T>&) {}
+  template <class T> void timestamp(int, const char*, const std::optional<T>&) {}
+};
+
+}  // namespace
+
+const wire::BasicProperties& Message::properties() const noexcept {
+  return d_ && d_->has_properties ? d_->properties : no_properties;
 }
 
-Message::~Message() { release(); }
-
-void Message::release() noexcept {
-  if (pool_ && storage_.capacity() != 0) pool_->give(std::move(storage_));
-  pool_.reset();
-  storage_ = {};
+void Message::give_back(detail::MessageData* d) noexcept {
+  auto pool = std::move(d->pool);
+  d->channel.reset();  // a pooled node keeps no channel (nor its connection) alive
+  if (pool) pool->give(d);
+  else delete d;
 }
 
 void Message::assign(const engine::Message& m, std::shared_ptr<detail::ChannelCore> channel,
-                     std::shared_ptr<detail::BufferPool> pool, std::uint32_t message_count) {
-  static const wire::BasicProperties empty{};
-  const auto& props = m.properties ? *m.properties : empty;
-  auto header_size = wire::content_header_size(props);
-  // A header the engine decoded always re-encodes; should it not, keep the message without it.
-  const std::size_t header_bytes = header_size.ok() ? *header_size : 0;
-  const std::size_t total = m.exchange.size() + m.routing_key.size() + m.consumer_tag.size() + header_bytes + m.body.size();
-  if (storage_.capacity() < total && pool) {
-    auto reuse = pool->take();
-    if (reuse.capacity() > storage_.capacity()) storage_ = std::move(reuse);
+                     const std::shared_ptr<detail::MessagePool>& pool, std::uint32_t message_count) {
+  if (!d_) {
+    d_ = pool ? pool->take() : nullptr;
+    if (!d_) d_ = new detail::MessageData;
+    d_->pool = pool;
   }
-  storage_.resize(total);
-  std::byte* out = storage_.data();
+  auto& d = *d_;
+  AnyProperty any;
+  if (m.properties) wire::BasicProperties::fields(*m.properties, any);
+  d.has_properties = any.any;
+  PropertyBytes sizes;
+  if (d.has_properties) {
+    d.properties = *m.properties;
+    wire::BasicProperties::fields(d.properties, sizes);
+    // A headers table that cannot be sized was never valid: keep the message without it.
+    if (!sizes.ok) {
+      d.properties.headers.reset();
+      sizes = {};
+      wire::BasicProperties::fields(d.properties, sizes);
+    }
+  }
+  const std::size_t total = m.exchange.size() + m.routing_key.size() + m.consumer_tag.size() + sizes.total + m.body.size();
+  d.storage.resize(total);
+  std::byte* out = d.storage.data();
   auto put = [&](std::string_view s) {
     if (!s.empty()) std::memcpy(out, s.data(), s.size());
     std::string_view view{reinterpret_cast<const char*>(out), s.size()};
     out += s.size();
     return view;
   };
-  exchange_ = put(m.exchange);
-  routing_key_ = put(m.routing_key);
-  consumer_tag_ = put(m.consumer_tag);
-  properties_ = {};
-  if (header_bytes != 0) {
-    wire::Writer w(out);
-    wire::encode_content_header(w, m.body.size(), props);
-    wire::ContentHeader decoded;
-    if (wire::decode_content_header(std::span<const std::byte>(out, header_bytes), decoded).ok())
-      properties_ = decoded.properties;
-    out += header_bytes;
+  d.exchange = put(m.exchange);
+  d.routing_key = put(m.routing_key);
+  d.consumer_tag = put(m.consumer_tag);
+  if (d.has_properties) {
+    PropertyCopy copy{out};
+    wire::BasicProperties::fields(d.properties, copy);
+    out = copy.out;
   }
   if (!m.body.empty()) std::memcpy(out, m.body.data(), m.body.size());
-  body_ = std::span<const std::byte>(out, m.body.size());
-  delivery_tag_ = m.delivery_tag;
-  redelivered_ = m.redelivered;
-  message_count_ = message_count;
-  settled_ = false;
-  channel_ = std::move(channel);
-  if (pool) pool_ = std::move(pool);
+  d.body = std::span<const std::byte>(out, m.body.size());
+  d.delivery_tag = m.delivery_tag;
+  d.redelivered = m.redelivered;
+  d.message_count = message_count;
+  d.settled = false;
+  d.channel = std::move(channel);
 }
 
 Result<wire::FieldTable> Message::headers() const {
-  if (!properties_.headers) return wire::FieldTable{};
-  return properties_.headers->to_table();
+  if (!d_ || !d_->properties.headers) return wire::FieldTable{};
+  return d_->properties.headers->to_table();
 }
 
 engine::Message Message::view() const noexcept {
   engine::Message m;
-  m.channel = channel_ ? channel_->id : 0;
-  m.consumer_tag = consumer_tag_;
-  m.delivery_tag = delivery_tag_;
-  m.redelivered = redelivered_;
-  m.exchange = exchange_;
-  m.routing_key = routing_key_;
-  m.properties = &properties_;
-  m.body = body_;
+  if (!d_) return m;
+  m.channel = d_->channel ? d_->channel->id : 0;
+  m.consumer_tag = d_->consumer_tag;
+  m.delivery_tag = d_->delivery_tag;
+  m.redelivered = d_->redelivered;
+  m.exchange = d_->exchange;
+  m.routing_key = d_->routing_key;
+  m.properties = &properties();
+  m.body = d_->body;
   return m;
 }
 
@@ -155,10 +186,11 @@ Result<void> Message::nack(NackOptions options) { return settle(Settle::nack, op
 Result<void> Message::reject(RejectOptions options) { return settle(Settle::reject, false, options.requeue); }
 
 Result<void> Message::settle(Settle how, bool multiple, bool requeue) {
-  if (!channel_) return make_error(errc::invalid_argument, "an empty message (moved from, or never delivered)");
-  if (settled_) return make_error(errc::invalid_argument, "delivery " + std::to_string(delivery_tag_) + " was already settled");
-  if (!channel_->open.load(std::memory_order_acquire)) return channel_->stale(delivery_tag_);
-  auto send = [how, multiple, requeue, tag = delivery_tag_](Connection& c, engine::ChannelId id) -> Result<void> {
+  if (!d_ || !d_->channel) return make_error(errc::invalid_argument, "an empty message (moved from, or never delivered)");
+  auto& d = *d_;
+  if (d.settled) return make_error(errc::invalid_argument, "delivery " + std::to_string(d.delivery_tag) + " was already settled");
+  if (!d.channel->open.load(std::memory_order_acquire)) return d.channel->stale(d.delivery_tag);
+  auto send = [how, multiple, requeue, tag = d.delivery_tag](Connection& c, engine::ChannelId id) -> Result<void> {
     switch (how) {
       case Settle::ack: return c.ack(id, tag, multiple);
       case Settle::nack: return c.nack(id, tag, multiple, requeue);
@@ -166,17 +198,17 @@ Result<void> Message::settle(Settle how, bool multiple, bool requeue) {
     }
     return {};
   };
-  if (channel_->on_loop()) {
-    auto c = channel_->live();
-    if (!c) return channel_->stale(delivery_tag_);
-    auto r = send(*c, channel_->id);
-    if (r.ok()) settled_ = true;
+  if (d.channel->on_loop()) {
+    auto c = d.channel->live();
+    if (!c) return d.channel->stale(d.delivery_tag);
+    auto r = send(*c, d.channel->id);
+    if (r.ok()) d.settled = true;
     return r;
   }
   // Another thread: the loop sends it. The channel may close meanwhile; then nothing is sent
   // and the broker redelivers, as for any delivery of a dead channel.
-  settled_ = true;
-  channel_->driver->post([core = channel_, send] {
+  d.settled = true;
+  d.channel->driver->post([core = d.channel, send] {
     if (auto c = core->live()) (void)send(*c, core->id);
   });
   return {};

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "warren/engine/events.hpp"
@@ -25,8 +26,27 @@ namespace warren::client {
 
 namespace detail {
 struct ChannelCore;
-class BufferPool;
+class MessagePool;
 class ConsumerCore;
+
+// What a Message owns, in one node: the names, the properties' bytes and the body share one
+// buffer, and the node itself goes back to its consumer's pool when the Message is dropped, so
+// a Message moves as one pointer and a stream consumer allocates nothing per message.
+struct MessageData {
+  // What every message touches first, together; the properties (14 optional fields) last,
+  // written only when the message has any.
+  std::shared_ptr<ChannelCore> channel;
+  std::string_view exchange, routing_key, consumer_tag;
+  std::span<const std::byte> body;
+  std::uint64_t delivery_tag = 0;
+  std::uint32_t message_count = 0;
+  bool redelivered = false;
+  bool settled = false;
+  bool has_properties = false;  // else `properties` is stale and unread
+  std::vector<std::byte> storage;
+  std::shared_ptr<MessagePool> pool;  // where the node goes back; none: it is deleted
+  wire::BasicProperties properties;  // views into storage
+};
 }  // namespace detail
 
 struct NackOptions {
@@ -80,29 +100,36 @@ class Delivery {
 class Message {
  public:
   Message() = default;  // empty: settling it fails with invalid_argument
-  Message(Message&&) noexcept;
-  Message& operator=(Message&&) noexcept;
+  Message(Message&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
+  Message& operator=(Message&& o) noexcept {
+    if (this != &o) {
+      release();
+      d_ = std::exchange(o.d_, nullptr);
+    }
+    return *this;
+  }
   Message(const Message&) = delete;  // one owner settles it once
   Message& operator=(const Message&) = delete;
-  ~Message();
+  ~Message() { release(); }
 
-  [[nodiscard]] std::string_view exchange() const noexcept { return exchange_; }
-  [[nodiscard]] std::string_view routing_key() const noexcept { return routing_key_; }
-  [[nodiscard]] std::string_view consumer_tag() const noexcept { return consumer_tag_; }
-  [[nodiscard]] std::uint64_t delivery_tag() const noexcept { return delivery_tag_; }
-  [[nodiscard]] bool redelivered() const noexcept { return redelivered_; }
+  [[nodiscard]] std::string_view exchange() const noexcept { return d_ ? d_->exchange : std::string_view{}; }
+  [[nodiscard]] std::string_view routing_key() const noexcept { return d_ ? d_->routing_key : std::string_view{}; }
+  [[nodiscard]] std::string_view consumer_tag() const noexcept { return d_ ? d_->consumer_tag : std::string_view{}; }
+  [[nodiscard]] std::uint64_t delivery_tag() const noexcept { return d_ ? d_->delivery_tag : 0; }
+  [[nodiscard]] bool redelivered() const noexcept { return d_ && d_->redelivered; }
   // basic.get: the messages left in the queue after this one (0 for deliveries).
-  [[nodiscard]] std::uint32_t message_count() const noexcept { return message_count_; }
-  [[nodiscard]] const wire::BasicProperties& properties() const noexcept { return properties_; }
-  [[nodiscard]] std::span<const std::byte> body() const noexcept { return body_; }
+  [[nodiscard]] std::uint32_t message_count() const noexcept { return d_ ? d_->message_count : 0; }
+  [[nodiscard]] const wire::BasicProperties& properties() const noexcept;
+  [[nodiscard]] std::span<const std::byte> body() const noexcept { return d_ ? d_->body : std::span<const std::byte>{}; }
   [[nodiscard]] std::string_view body_text() const noexcept {
-    return {reinterpret_cast<const char*>(body_.data()), body_.size()};
+    auto b = body();
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
   }
   // The headers decoded into an owning table (empty when there are none).
   [[nodiscard]] Result<wire::FieldTable> headers() const;
   // The view the rest of the client takes (engine::Message), pointing into this message.
   [[nodiscard]] engine::Message view() const noexcept;
-  [[nodiscard]] bool settled() const noexcept { return settled_; }
+  [[nodiscard]] bool settled() const noexcept { return d_ && d_->settled; }
 
   // On the connection's loop thread the result is exact. From another thread the settle is
   // handed to the loop: it fails at once if the channel is already known to be gone, and
@@ -115,24 +142,20 @@ class Message {
   friend class Delivery;
   friend class Channel;
   friend class detail::ConsumerCore;
-  // Fills this message from a view, reusing its own buffer when it has one.
+  // Fills this message from a view, reusing its node (and the node's buffer) when it has one,
+  // else taking one from the pool.
   void assign(const engine::Message& m, std::shared_ptr<detail::ChannelCore> channel,
-              std::shared_ptr<detail::BufferPool> pool, std::uint32_t message_count = 0);
+              const std::shared_ptr<detail::MessagePool>& pool, std::uint32_t message_count = 0);
 
   enum class Settle : std::uint8_t { ack, nack, reject };
   Result<void> settle(Settle how, bool multiple, bool requeue);
-  void release() noexcept;  // hands the buffer back to its pool
+  void release() noexcept {
+    if (d_) give_back(d_);
+    d_ = nullptr;
+  }
+  static void give_back(detail::MessageData* d) noexcept;  // to its pool, or deleted
 
-  std::vector<std::byte> storage_;  // names, encoded properties and body, in one buffer
-  std::shared_ptr<detail::BufferPool> pool_;
-  std::shared_ptr<detail::ChannelCore> channel_;
-  std::string_view exchange_, routing_key_, consumer_tag_;
-  wire::BasicProperties properties_;
-  std::span<const std::byte> body_;
-  std::uint64_t delivery_tag_ = 0;
-  std::uint32_t message_count_ = 0;
-  bool redelivered_ = false;
-  bool settled_ = false;
+  detail::MessageData* d_ = nullptr;
 };
 
 }  // namespace warren::client
