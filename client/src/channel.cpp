@@ -60,7 +60,7 @@ std::optional<Error> Channel::closed_cause() const {
 
 void Channel::exchange_declare(ExchangeDeclareOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.exchange_declare(id, wire::ExchangeDeclare{.exchange = o.name, .type = o.type, .passive = o.passive,
+    c.request(id, wire::ExchangeDeclare{.exchange = o.name, .type = o.type, .passive = o.passive,
                                                  .durable = o.durable, .auto_delete = o.auto_delete,
                                                  .internal = o.internal, .arguments = o.arguments},
                        std::move(answer));
@@ -69,13 +69,13 @@ void Channel::exchange_declare(ExchangeDeclareOptions o, Callback<void> done) co
 
 void Channel::exchange_delete(ExchangeDeleteOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.exchange_delete(id, wire::ExchangeDelete{.exchange = o.name, .if_unused = o.if_unused}, std::move(answer));
+    c.request(id, wire::ExchangeDelete{.exchange = o.name, .if_unused = o.if_unused}, std::move(answer));
   }, nothing);
 }
 
 void Channel::exchange_bind(ExchangeBindOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.exchange_bind(id, wire::ExchangeBind{.destination = o.destination, .source = o.source,
+    c.request(id, wire::ExchangeBind{.destination = o.destination, .source = o.source,
                                            .routing_key = o.routing_key, .arguments = o.arguments},
                     std::move(answer));
   }, nothing);
@@ -83,7 +83,7 @@ void Channel::exchange_bind(ExchangeBindOptions o, Callback<void> done) const {
 
 void Channel::exchange_unbind(ExchangeBindOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.exchange_unbind(id, wire::ExchangeUnbind{.destination = o.destination, .source = o.source,
+    c.request(id, wire::ExchangeUnbind{.destination = o.destination, .source = o.source,
                                                .routing_key = o.routing_key, .arguments = o.arguments},
                       std::move(answer));
   }, nothing);
@@ -91,7 +91,7 @@ void Channel::exchange_unbind(ExchangeBindOptions o, Callback<void> done) const 
 
 void Channel::queue_declare(QueueDeclareOptions o, Callback<QueueDeclared> done) const {
   call<QueueDeclared>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.queue_declare(id, wire::QueueDeclare{.queue = o.name, .passive = o.passive, .durable = o.durable,
+    c.request(id, wire::QueueDeclare{.queue = o.name, .passive = o.passive, .durable = o.durable,
                                            .exclusive = o.exclusive, .auto_delete = o.auto_delete,
                                            .arguments = o.arguments},
                     std::move(answer));
@@ -104,7 +104,7 @@ void Channel::queue_declare(QueueDeclareOptions o, Callback<QueueDeclared> done)
 
 void Channel::queue_bind(QueueBindOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.queue_bind(id, wire::QueueBind{.queue = o.queue, .exchange = o.exchange, .routing_key = o.routing_key,
+    c.request(id, wire::QueueBind{.queue = o.queue, .exchange = o.exchange, .routing_key = o.routing_key,
                                      .arguments = o.arguments},
                  std::move(answer));
   }, nothing);
@@ -112,7 +112,7 @@ void Channel::queue_bind(QueueBindOptions o, Callback<void> done) const {
 
 void Channel::queue_unbind(QueueBindOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.queue_unbind(id, wire::QueueUnbind{.queue = o.queue, .exchange = o.exchange, .routing_key = o.routing_key,
+    c.request(id, wire::QueueUnbind{.queue = o.queue, .exchange = o.exchange, .routing_key = o.routing_key,
                                          .arguments = o.arguments},
                    std::move(answer));
   }, nothing);
@@ -120,7 +120,7 @@ void Channel::queue_unbind(QueueBindOptions o, Callback<void> done) const {
 
 void Channel::queue_purge(QueuePurgeOptions o, Callback<std::uint32_t> done) const {
   call<std::uint32_t>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.queue_purge(id, wire::QueuePurge{.queue = o.queue}, std::move(answer));
+    c.request(id, wire::QueuePurge{.queue = o.queue}, std::move(answer));
   }, [](const wire::Method* reply) -> Result<std::uint32_t> {
     const auto* ok = reply ? std::get_if<wire::QueuePurgeOk>(reply) : nullptr;
     return ok ? ok->message_count : 0u;
@@ -129,7 +129,7 @@ void Channel::queue_purge(QueuePurgeOptions o, Callback<std::uint32_t> done) con
 
 void Channel::queue_delete(QueueDeleteOptions o, Callback<std::uint32_t> done) const {
   call<std::uint32_t>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.queue_delete(id, wire::QueueDelete{.queue = o.queue, .if_unused = o.if_unused, .if_empty = o.if_empty},
+    c.request(id, wire::QueueDelete{.queue = o.queue, .if_unused = o.if_unused, .if_empty = o.if_empty},
                    std::move(answer));
   }, [](const wire::Method* reply) -> Result<std::uint32_t> {
     const auto* ok = reply ? std::get_if<wire::QueueDeleteOk>(reply) : nullptr;
@@ -139,7 +139,7 @@ void Channel::queue_delete(QueueDeleteOptions o, Callback<std::uint32_t> done) c
 
 void Channel::qos(QosOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.basic_qos(id, wire::BasicQos{.prefetch_size = o.prefetch_size, .prefetch_count = o.prefetch_count,
+    c.request(id, wire::BasicQos{.prefetch_size = o.prefetch_size, .prefetch_count = o.prefetch_count,
                                    .global = o.global},
                 std::move(answer));
   }, nothing);
@@ -147,13 +147,13 @@ void Channel::qos(QosOptions o, Callback<void> done) const {
 
 void Channel::flow(FlowOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.channel_flow(id, o.active, std::move(answer));
+    c.request(id, wire::ChannelFlow{.active = o.active}, std::move(answer));
   }, nothing);
 }
 
 void Channel::recover(RecoverOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
-    c.basic_recover(id, o.requeue, std::move(answer));
+    c.request(id, wire::BasicRecover{.requeue = o.requeue}, std::move(answer));
   }, nothing);
 }
 

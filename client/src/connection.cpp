@@ -368,32 +368,8 @@ void Connection::open_channel(std::function<void(const Error*, ChannelId)> done)
 void Connection::close_channel(ChannelId channel, Answer done) {
   request([&](engine::Connection& c) { return c.close_channel(channel, driver_.now()); }, std::move(done));
 }
-void Connection::exchange_declare(ChannelId channel, const wire::ExchangeDeclare& m, Answer done) {
-  request([&](engine::Connection& c) { return c.exchange_declare(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::exchange_delete(ChannelId channel, const wire::ExchangeDelete& m, Answer done) {
-  request([&](engine::Connection& c) { return c.exchange_delete(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::queue_declare(ChannelId channel, const wire::QueueDeclare& m, Answer done) {
-  request([&](engine::Connection& c) { return c.queue_declare(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::queue_bind(ChannelId channel, const wire::QueueBind& m, Answer done) {
-  request([&](engine::Connection& c) { return c.queue_bind(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::queue_delete(ChannelId channel, const wire::QueueDelete& m, Answer done) {
-  request([&](engine::Connection& c) { return c.queue_delete(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::queue_unbind(ChannelId channel, const wire::QueueUnbind& m, Answer done) {
-  request([&](engine::Connection& c) { return c.queue_unbind(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::queue_purge(ChannelId channel, const wire::QueuePurge& m, Answer done) {
-  request([&](engine::Connection& c) { return c.queue_purge(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::exchange_bind(ChannelId channel, const wire::ExchangeBind& m, Answer done) {
-  request([&](engine::Connection& c) { return c.exchange_bind(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::exchange_unbind(ChannelId channel, const wire::ExchangeUnbind& m, Answer done) {
-  request([&](engine::Connection& c) { return c.exchange_unbind(channel, m, driver_.now()); }, std::move(done));
+void Connection::request(ChannelId channel, const wire::Method& m, Answer done) {
+  request([&](engine::Connection& c) { return c.request(channel, m, driver_.now()); }, std::move(done));
 }
 void Connection::cancel(ChannelId channel, std::string_view consumer_tag, Answer done) {
   request([&](engine::Connection& c) { return c.basic_cancel(channel, consumer_tag, driver_.now()); }, std::move(done));
@@ -420,15 +396,6 @@ void Connection::get(ChannelId channel, const wire::BasicGet& m, GetDone done) {
             // Reached only for get-empty or a failure: a message settles through gets_.
             if (*shared) (*shared)(e, nullptr, 0);
           });
-}
-void Connection::basic_qos(ChannelId channel, const wire::BasicQos& m, Answer done) {
-  request([&](engine::Connection& c) { return c.basic_qos(channel, m, driver_.now()); }, std::move(done));
-}
-void Connection::channel_flow(ChannelId channel, bool active, Answer done) {
-  request([&](engine::Connection& c) { return c.channel_flow(channel, wire::ChannelFlow{.active = active}, driver_.now()); }, std::move(done));
-}
-void Connection::basic_recover(ChannelId channel, bool requeue, Answer done) {
-  request([&](engine::Connection& c) { return c.basic_recover(channel, wire::BasicRecover{.requeue = requeue}, driver_.now()); }, std::move(done));
 }
 void Connection::confirm_select(ChannelId channel, Answer done) {
   request([&](engine::Connection& c) { return c.confirm_select(channel, driver_.now()); }, std::move(done));

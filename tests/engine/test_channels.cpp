@@ -109,6 +109,29 @@ TEST(Pairing, every_request_verb_pairs_with_its_own_answer) {
   });
 }
 
+TEST(Pairing, the_generic_request_pairs_by_the_answer_its_wire_type_names) {
+  static_assert(std::is_same_v<QueueDeclare::Ok, QueueDeclareOk>);
+  static_assert(std::is_same_v<BasicQos::Ok, BasicQosOk>);
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    auto r = b.conn.request(1, QueueDeclare{.queue = "q"}, b.now);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(b.next_sent().rfind("ch1 queue.declare(queue=\"q\"", 0), 0u);
+    b.send(1, QueueDeclareOk{"q", 3, 0});
+    b.expect_event("done(ch1 #" + std::to_string(*r) + " queue.declare-ok(queue=\"q\", message_count=3, consumer_count=0))");
+    // A method that names no single answer is not sent on this path, and the channel goes on.
+    auto refused = b.conn.request(1, BasicGet{.queue = "q"}, b.now);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, errc::invalid_argument);
+    b.expect_nothing_sent();
+    auto again = b.conn.request(1, ExchangeDelete{.exchange = "x"}, b.now);
+    ASSERT_TRUE(again.ok());
+    b.send(1, ExchangeDeleteOk{});
+    b.expect_event("done(ch1 #" + std::to_string(*again) + " exchange.delete-ok())");
+  });
+}
+
 TEST(Pairing, answer_before_write_settles) {
   // The answer is read before the transport reported the request's bytes written: it still
   // settles the request, because the waiter was registered before the frame was queued.

@@ -109,61 +109,74 @@ Result<RequestId> Connection::close_channel(ChannelId channel, Instant now) {
   return id;
 }
 
-Result<RequestId> Connection::channel_flow(ChannelId channel, const wire::ChannelFlow& m, Instant now) {
+namespace {
+template <class M> concept AnsweredByOne = requires { typename M::Ok; };
+template <class M> bool no_wait_of(const M& m) {
+  if constexpr (requires { m.no_wait; }) return m.no_wait;
+  else return false;
+}
+}  // namespace
+
+Result<RequestId> Connection::request(ChannelId channel, const wire::Method& method, Instant now) {
   impl_->now_ = now;
-  return impl_->request<wire::ChannelFlow, wire::ChannelFlowOk>(channel, m, false);
+  return std::visit([&](const auto& m) -> Result<RequestId> {
+    using M = std::decay_t<decltype(m)>;
+    if constexpr (AnsweredByOne<M>) {
+      auto r = impl_->request<M, typename M::Ok>(channel, m, no_wait_of(m));
+      // The application's own qos: from then on, subscriptions on this channel that name no
+      // prefetch send none.
+      if constexpr (std::is_same_v<M, wire::BasicQos>)
+        if (r.ok()) impl_->channel(channel)->app_qos = true;
+      return r;
+    } else {
+      return make_error(errc::invalid_argument,
+                        std::string(M::name) + " is not a request this path sends (it names no single answer)");
+    }
+  }, method);
+}
+
+Result<RequestId> Connection::channel_flow(ChannelId channel, const wire::ChannelFlow& m, Instant now) {
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::exchange_declare(ChannelId channel, const wire::ExchangeDeclare& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::ExchangeDeclare, wire::ExchangeDeclareOk>(channel, m, m.no_wait);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::exchange_delete(ChannelId channel, const wire::ExchangeDelete& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::ExchangeDelete, wire::ExchangeDeleteOk>(channel, m, m.no_wait);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::exchange_bind(ChannelId channel, const wire::ExchangeBind& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::ExchangeBind, wire::ExchangeBindOk>(channel, m, m.no_wait);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::exchange_unbind(ChannelId channel, const wire::ExchangeUnbind& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::ExchangeUnbind, wire::ExchangeUnbindOk>(channel, m, m.no_wait);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::queue_declare(ChannelId channel, const wire::QueueDeclare& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::QueueDeclare, wire::QueueDeclareOk>(channel, m, m.no_wait);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::queue_bind(ChannelId channel, const wire::QueueBind& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::QueueBind, wire::QueueBindOk>(channel, m, m.no_wait);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::queue_unbind(ChannelId channel, const wire::QueueUnbind& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::QueueUnbind, wire::QueueUnbindOk>(channel, m, false);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::queue_purge(ChannelId channel, const wire::QueuePurge& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::QueuePurge, wire::QueuePurgeOk>(channel, m, m.no_wait);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::queue_delete(ChannelId channel, const wire::QueueDelete& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::QueueDelete, wire::QueueDeleteOk>(channel, m, m.no_wait);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::basic_qos(ChannelId channel, const wire::BasicQos& m, Instant now) {
-  impl_->now_ = now;
-  auto r = impl_->request<wire::BasicQos, wire::BasicQosOk>(channel, m, false);
-  if (r.ok()) impl_->channel(channel)->app_qos = true;
-  return r;
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::basic_consume(ChannelId channel, const wire::BasicConsume& m,
@@ -227,8 +240,7 @@ Result<RequestId> Connection::basic_get(ChannelId channel, const wire::BasicGet&
 }
 
 Result<RequestId> Connection::basic_recover(ChannelId channel, const wire::BasicRecover& m, Instant now) {
-  impl_->now_ = now;
-  return impl_->request<wire::BasicRecover, wire::BasicRecoverOk>(channel, m, false);
+  return request(channel, m, now);
 }
 
 Result<RequestId> Connection::confirm_select(ChannelId channel, Instant now) {

@@ -94,18 +94,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // channel (the broker reuses it), so users reach a channel only through its Channel.
   void open_channel(std::function<void(const Error*, engine::ChannelId)> done);
   void close_channel(engine::ChannelId channel, Answer done);
-  void exchange_declare(engine::ChannelId channel, const wire::ExchangeDeclare& m, Answer done);
-  void exchange_delete(engine::ChannelId channel, const wire::ExchangeDelete& m, Answer done);
-  void queue_declare(engine::ChannelId channel, const wire::QueueDeclare& m, Answer done);
-  void queue_bind(engine::ChannelId channel, const wire::QueueBind& m, Answer done);
-  void queue_delete(engine::ChannelId channel, const wire::QueueDelete& m, Answer done);
-  void queue_unbind(engine::ChannelId channel, const wire::QueueUnbind& m, Answer done);
-  void queue_purge(engine::ChannelId channel, const wire::QueuePurge& m, Answer done);
-  void exchange_bind(engine::ChannelId channel, const wire::ExchangeBind& m, Answer done);
-  void exchange_unbind(engine::ChannelId channel, const wire::ExchangeUnbind& m, Answer done);
-  void basic_qos(engine::ChannelId channel, const wire::BasicQos& m, Answer done);
-  void channel_flow(engine::ChannelId channel, bool active, Answer done);
-  void basic_recover(engine::ChannelId channel, bool requeue, Answer done);
+  // Every request answered by one method its wire type names (exchange and queue verbs, qos,
+  // flow, recover): one path, the engine's.
+  void request(engine::ChannelId channel, const wire::Method& m, Answer done);
   void cancel(engine::ChannelId channel, std::string_view consumer_tag, Answer done);
   // basic.get: `done` gets the message, or nullptr when the queue was empty.
   void get(engine::ChannelId channel, const wire::BasicGet& m,

@@ -66,6 +66,11 @@ class Connection {
   // command returns the latched error.
   [[nodiscard]] Result<ChannelId> open_channel(Instant now);
   [[nodiscard]] Result<RequestId> close_channel(ChannelId channel, Instant now);
+  // The one path of every request answered by a single method its wire type names
+  // (`using Ok = ...`): channel.flow, the exchange and queue verbs, basic.qos, basic.recover.
+  // Another method is refused with invalid_argument. Adding such a verb is naming its Ok.
+  [[nodiscard]] Result<RequestId> request(ChannelId channel, const wire::Method& m, Instant now);
+  // The same, by name.
   [[nodiscard]] Result<RequestId> channel_flow(ChannelId channel, const wire::ChannelFlow& m, Instant now);
   [[nodiscard]] Result<RequestId> exchange_declare(ChannelId channel, const wire::ExchangeDeclare& m, Instant now);
   [[nodiscard]] Result<RequestId> exchange_delete(ChannelId channel, const wire::ExchangeDelete& m, Instant now);

@@ -10,7 +10,12 @@
 
 namespace warren::wire {
 
+// The answers the requests below name (`using Ok`).
+struct BasicQosOk;
+struct BasicRecoverOk;
+
 struct BasicQos {
+  using Ok = BasicQosOk;  // the one method that answers it
   static constexpr MethodId id{60, 10};
   static constexpr std::string_view name = "basic.qos";
   std::uint32_t prefetch_size = 0;  // bytes; RabbitMQ supports only 0
@@ -184,6 +189,7 @@ struct BasicReject {
 };
 
 struct BasicRecover {
+  using Ok = BasicRecoverOk;  // the one method that answers it
   static constexpr MethodId id{60, 110};
   static constexpr std::string_view name = "basic.recover";
   bool requeue = false;

@@ -8,6 +8,9 @@
 
 namespace warren::wire {
 
+// The answers the requests below name (`using Ok`).
+struct ChannelFlowOk;
+
 struct ChannelOpen {
   static constexpr MethodId id{20, 10};
   static constexpr std::string_view name = "channel.open";
@@ -21,6 +24,7 @@ struct ChannelOpenOk {
 };
 
 struct ChannelFlow {
+  using Ok = ChannelFlowOk;  // the one method that answers it
   static constexpr MethodId id{20, 20};
   static constexpr std::string_view name = "channel.flow";
   bool active = true;

@@ -8,7 +8,14 @@
 
 namespace warren::wire {
 
+// The answers the requests below name (`using Ok`).
+struct ExchangeDeclareOk;
+struct ExchangeDeleteOk;
+struct ExchangeBindOk;
+struct ExchangeUnbindOk;
+
 struct ExchangeDeclare {
+  using Ok = ExchangeDeclareOk;  // the one method that answers it
   static constexpr MethodId id{40, 10};
   static constexpr std::string_view name = "exchange.declare";
   std::string_view exchange;
@@ -39,6 +46,7 @@ struct ExchangeDeclareOk {
 };
 
 struct ExchangeDelete {
+  using Ok = ExchangeDeleteOk;  // the one method that answers it
   static constexpr MethodId id{40, 20};
   static constexpr std::string_view name = "exchange.delete";
   std::string_view exchange;
@@ -59,6 +67,7 @@ struct ExchangeDeleteOk {
 };
 
 struct ExchangeBind {
+  using Ok = ExchangeBindOk;  // the one method that answers it
   static constexpr MethodId id{40, 30};
   static constexpr std::string_view name = "exchange.bind";
   std::string_view destination;
@@ -83,6 +92,7 @@ struct ExchangeBindOk {
 };
 
 struct ExchangeUnbind {
+  using Ok = ExchangeUnbindOk;  // the one method that answers it
   static constexpr MethodId id{40, 40};
   static constexpr std::string_view name = "exchange.unbind";
   std::string_view destination;

@@ -9,7 +9,15 @@
 
 namespace warren::wire {
 
+// The answers the requests below name (`using Ok`).
+struct QueueDeclareOk;
+struct QueueBindOk;
+struct QueueUnbindOk;
+struct QueuePurgeOk;
+struct QueueDeleteOk;
+
 struct QueueDeclare {
+  using Ok = QueueDeclareOk;  // the one method that answers it
   static constexpr MethodId id{50, 10};
   static constexpr std::string_view name = "queue.declare";
   std::string_view queue;  // empty: the broker names it
@@ -45,6 +53,7 @@ struct QueueDeclareOk {
 };
 
 struct QueueBind {
+  using Ok = QueueBindOk;  // the one method that answers it
   static constexpr MethodId id{50, 20};
   static constexpr std::string_view name = "queue.bind";
   std::string_view queue;
@@ -69,6 +78,7 @@ struct QueueBindOk {
 };
 
 struct QueuePurge {
+  using Ok = QueuePurgeOk;  // the one method that answers it
   static constexpr MethodId id{50, 30};
   static constexpr std::string_view name = "queue.purge";
   std::string_view queue;
@@ -88,6 +98,7 @@ struct QueuePurgeOk {
 };
 
 struct QueueDelete {
+  using Ok = QueueDeleteOk;  // the one method that answers it
   static constexpr MethodId id{50, 40};
   static constexpr std::string_view name = "queue.delete";
   std::string_view queue;
@@ -112,6 +123,7 @@ struct QueueDeleteOk {
 
 // queue.unbind has no no-wait flag in 0-9-1.
 struct QueueUnbind {
+  using Ok = QueueUnbindOk;  // the one method that answers it
   static constexpr MethodId id{50, 50};
   static constexpr std::string_view name = "queue.unbind";
   std::string_view queue;
