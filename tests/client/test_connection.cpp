@@ -500,6 +500,51 @@ TEST_F(HandleTest, a_full_buffer_of_a_prefetch_bounded_stream_consumer_keeps_the
   EXPECT_EQ(read, (std::vector<std::string>{"q-1", "q-2"}));
 }
 
+// A stream consumer's messages live in pooled nodes: a message dropped gives its node to the
+// next delivery. The next one must show only its own properties, never the previous owner's,
+// and a moved message keeps everything while the moved-from one is empty.
+TEST_F(HandleTest, a_reused_message_node_never_shows_the_properties_of_its_previous_message) {
+  world.queues["q"].push_back(BrokerWorld::Message{"first", "c-1", "replies", false});
+  client::Consumer consumer;
+  ch.consume({.queue = "q", .prefetch = 1}, [&](Result<client::Consumer> r) {
+    if (r) consumer = std::move(*r);
+  });
+  driver.run();
+  ASSERT_TRUE(consumer.active());
+  world.dispatch();
+  driver.run();
+
+  std::optional<client::Message> got;
+  consumer.receive([&](Result<client::Message> r) {
+    if (r) got = std::move(*r);
+  });
+  driver.run();
+  ASSERT_TRUE(got.has_value());
+  client::Message first = std::move(*got);
+  EXPECT_EQ(got->body_text(), "");  // moved from: empty, and settling it is refused
+  EXPECT_FALSE(got->properties().correlation_id.has_value());
+  EXPECT_FALSE(got->ack().ok());
+  EXPECT_EQ(first.body_text(), "first");
+  EXPECT_EQ(first.properties().correlation_id.value_or("<none>"), "c-1");
+  EXPECT_EQ(first.properties().reply_to.value_or("<none>"), "replies");
+  ASSERT_TRUE(first.ack().ok());
+  first = client::Message{};  // its node goes back to the consumer's pool
+  got.reset();
+  world.queues["q"].push_back(BrokerWorld::Message{"second", "", "", false});
+  world.dispatch();
+  driver.run();
+
+  consumer.receive([&](Result<client::Message> r) {
+    if (r) got = std::move(*r);
+  });
+  driver.run();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->body_text(), "second");
+  EXPECT_FALSE(got->properties().correlation_id.has_value());
+  EXPECT_FALSE(got->properties().reply_to.has_value());
+  EXPECT_TRUE(got->ack().ok());
+}
+
 // A Message is owned and may be acked on any thread: from another thread the ack is handed to
 // the loop (nothing is written from that thread) and goes out when the loop runs it. A
 // Message whose channel is gone is refused with channel_closed, on the loop or off it, and
