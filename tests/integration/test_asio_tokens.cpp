@@ -2,8 +2,9 @@
 // verb through `co_await ... asio::use_awaitable` yielding a Result with the broker's reply
 // code and text; publish outcomes; a deferred token launched after its strings are gone;
 // use_future from another thread; a plain callback completing on the loop thread; a
-// consumer read with `co_await receive` to its end, and the cancel hand-back counted on the
-// broker; Pool borrow, Session close and Rpc call through tokens.
+// consumer read with `co_await receive` to its end, a push consumer, a receive on another
+// executor, and the cancel hand-back counted on the broker; Pool borrow, Session close and
+// Rpc call through tokens.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -338,6 +339,43 @@ TEST(AsioTokens, receive_reads_a_stream_and_ends_with_consumer_cancelled_after_c
     if (!after) {
       EXPECT_EQ(after.error().code, errc::consumer_cancelled);
     }
+    CO_ASSERT_OK(co_await asio_driver::async_close(*conn, use_awaitable));
+  });
+}
+
+// The push form through a token: each delivery reaches the callback as a view, acked there;
+// such a consumer is not a stream (receive says so) and cancels through its token.
+TEST(AsioTokens, a_push_consumer_through_a_token) {
+  run([](AsioDriver& driver) -> asio::awaitable<void> {
+    auto conn = co_await asio_driver::async_connect(driver, url(), use_awaitable);
+    CO_ASSERT_OK(conn);
+    auto ch = co_await asio_driver::async_open_channel(*conn, use_awaitable);
+    CO_ASSERT_OK(ch);
+    const client::QueueDeclareOptions server_named{.exclusive = true};
+    auto q = co_await ch->queue_declare(server_named, use_awaitable);
+    CO_ASSERT_OK(q);
+    std::vector<std::string> seen;
+    const client::ConsumeOptions subscription{.queue = q->name};
+    auto consumer = co_await ch->consume(
+        subscription,
+        [&](const client::Delivery& d) {
+          seen.emplace_back(d.body_text());
+          EXPECT_TRUE(d.ack().ok());
+        },
+        use_awaitable);
+    CO_ASSERT_OK(consumer);
+    for (const char* text : {"a", "b", "c"}) {
+      auto id = ch->publish({.routing_key = q->name}, client::as_bytes(text));  // the fast path
+      CO_ASSERT_OK(id);
+    }
+    for (int i = 0; i < 200 && seen.size() < 3; ++i) co_await sleep_for(5ms);
+    EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "c"}));
+    auto not_a_stream = co_await consumer->receive(use_awaitable);
+    EXPECT_FALSE(not_a_stream.ok());
+    if (!not_a_stream) {
+      EXPECT_EQ(not_a_stream.error().code, errc::invalid_argument);
+    }
+    CO_ASSERT_OK(co_await consumer->cancel(use_awaitable));
     CO_ASSERT_OK(co_await asio_driver::async_close(*conn, use_awaitable));
   });
 }
