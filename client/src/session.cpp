@@ -73,6 +73,7 @@ struct RecoveringChannel::Tracked {
 
 RecoveringChannel::RecoveringChannel(Session& session, Setup setup) : session_(session), setup_(std::move(setup)) {}
 RecoveringChannel::~RecoveringChannel() = default;
+Driver& RecoveringChannel::driver() const noexcept { return session_.driver(); }
 
 // The one place a publish's outcome is reported: at most once, whichever of the broker's
 // answer, the deadline or a failure comes first.

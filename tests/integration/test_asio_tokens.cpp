@@ -478,7 +478,7 @@ TEST(AsioTokens, cancel_hands_back_the_unread_deliveries) {
   });
 }
 
-TEST(AsioTokens, pool_borrow_session_close_and_rpc_call) {
+TEST(AsioTokens, pool_borrow_session_publish_and_close_and_rpc_call) {
   run([](AsioDriver& driver) -> asio::awaitable<void> {
     auto pool = asio_driver::Pool::create(driver, url(), {.size = 1});
     auto lease = co_await pool.borrow(use_awaitable);
@@ -488,7 +488,21 @@ TEST(AsioTokens, pool_borrow_session_close_and_rpc_call) {
     CO_ASSERT_OK(co_await pool.close(use_awaitable));
 
     auto session = client::Session::start(driver, url(), {});
-    for (int i = 0; i < 200 && session->status().state != client::Session::State::connected; ++i) co_await sleep_for(10ms);
+    // A recovering channel's publish through a token: taken before the channel is ready
+    // (it waits), confirmed once it is; then an unroutable mandatory one comes back as 312.
+    auto recovering = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done({}); });
+    auto confirmed = co_await asio_driver::async_publish(recovering, {.routing_key = "warren-asio-unrouted"},
+                                                         client::as_bytes("kept"), use_awaitable);
+    CO_ASSERT_OK(confirmed);
+    EXPECT_EQ(*confirmed, engine::PublishOutcome::confirmed);
+    EXPECT_TRUE(recovering->ready());
+    auto returned = co_await asio_driver::async_publish(
+        recovering, {.routing_key = "warren-asio-no-such-queue", .mandatory = true}, client::as_bytes("lost?"),
+        use_awaitable);
+    EXPECT_FALSE(returned.ok());
+    if (!returned) {
+      EXPECT_EQ(returned.error().reply_code, 312) << returned.error().to_string();
+    }
     EXPECT_EQ(session->status().state, client::Session::State::connected);
     CO_ASSERT_OK(co_await asio_driver::async_close(session, use_awaitable));
 

@@ -88,7 +88,8 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   [[nodiscard]] bool ready() const noexcept { return ready_; }
   [[nodiscard]] std::size_t waiting() const noexcept { return waiting_.size(); }
   [[nodiscard]] std::size_t in_flight() const noexcept { return deadlines_.size() - waiting_.size(); }
-
+  // The loop its session runs on (what a completion token's initiation is handed to).
+  [[nodiscard]] Driver& driver() const noexcept;
 
  private:
   friend class Session;

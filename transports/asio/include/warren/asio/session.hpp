@@ -1,13 +1,34 @@
-// A Session's close on Asio as a completion token (`void(Result<void>)`): it stops
-// reconnecting, fails what still waits and closes the connection. Callable from any thread.
+// A Session on Asio through completion tokens: a recovering channel's confirmed publish
+// (`void(Result<engine::PublishOutcome>)`) and the session's close (`void(Result<void>)`).
+// Callable from any thread; the initiation runs on the session's loop.
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "warren/asio/initiate.hpp"
+#include "warren/asio/owned_publish.hpp"
 #include "warren/client/session.hpp"
 
 namespace warren::asio_driver {
+
+// Publishes now if the channel is ready, else once it is (after a reconnect, say), as
+// RecoveringChannel::publish: the publish's timeout bounds the wait, the write and the
+// broker's answer. The publish and its body are copied, so a deferred token may be launched
+// after the caller's strings are gone.
+template <class Token>
+auto async_publish(std::shared_ptr<client::RecoveringChannel> channel, const client::Publish& publish,
+                   std::span<const std::byte> body, Token&& token) {
+  const auto loop = detail::loop_executor(channel->driver());
+  return detail::initiate<engine::PublishOutcome>(
+      loop,
+      [channel = std::move(channel), owned = detail::OwnedPublish(publish, body)](
+          client::Callback<engine::PublishOutcome> done) {
+        if (!owned.status().ok()) return done(owned.status().error());
+        channel->publish(owned.publish(), owned.body(), std::move(done));
+      },
+      std::forward<Token>(token));
+}
 
 template <class Token>
 auto async_close(std::shared_ptr<client::Session> session, Token&& token) {
