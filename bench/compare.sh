@@ -6,7 +6,9 @@
 # W1 publish N x 64 B without confirms to a non-durable queue, until the broker holds them;
 # W2 the same with confirms, at most 1,000 unconfirmed; W3 consume N pre-filled x 64 B with
 # prefetch 500 and a multiple ack every 100 (from a lazy queue: see fill_queue). The clients
-# take turns in a rotating order.
+# take turns in a rotating order. W3 has a fourth client, warren-asio-receive: the same
+# consume through `co_await consumer.receive(...)` (bench/asio_receive.cpp), an owned Message
+# per delivery, with its heap allocations per message counted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
@@ -22,9 +24,10 @@ while (($#)); do
 done
 scripts/setup-deps.sh
 [[ -f build-release/build.ninja ]] || meson setup build-release -Dbuildtype=release -Dtests=false >/dev/null
-ninja -C build-release tools/warren bench/rabbitmqc-perf >/dev/null
+ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receive >/dev/null
 warren=build-release/tools/warren
 rmqc=build-release/bench/rabbitmqc-perf
+receive=build-release/bench/bench-asio-receive
 
 broker_dir=$(mktemp -d /tmp/warren-bench-broker.XXXXXX)
 trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
@@ -66,15 +69,18 @@ run() {
       local kind
       case $workload in W1) kind=publish ;; W2) kind=confirm ;; W3) kind=consume ;; esac
       line=$("$rmqc" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$count") ;;
+    warren-asio-receive)
+      line=$("$receive" --port "$RMQ_PORT" --queue "$queue" --mode receive --count "$count") ;;
   esac
   echo "{\"client\":\"$client\",\"workload\":\"$workload\",\"result\":$line}" >>"$results"
   echo "  $client $workload: $line"
 }
 
-clients=(warren-uv warren-asio rabbitmq-c)
 for ((r = 0; r < rounds; r++)); do
   echo "round $((r + 1)) of $rounds"
   for w in W1 W2 W3; do
+    clients=(warren-uv warren-asio rabbitmq-c)
+    [[ $w == W3 ]] && clients+=(warren-asio-receive)
     for ((i = 0; i < ${#clients[@]}; i++)); do
       run "${clients[(i + r) % ${#clients[@]}]}" "$w"
     done

@@ -200,7 +200,7 @@ bench_smoke() {
   local out
   out=$(mktemp -d)
   bench/compare.sh --rounds 1 --count 2000 --out "$out" >"$out/log" 2>&1 &&
-    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 9 && [[ -s $out/benchmarks.png ]]
+    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 10 && [[ -s $out/benchmarks.png ]]
   local rc=$?
   ((rc == 0)) || tail -n 30 "$out/log"
   rm -rf "$out"
