@@ -89,6 +89,9 @@ done
 for q in bench-W1 bench-W2 bench-W3; do drop_queue "$q"; done
 
 mkdir -p "$out"
+# The 1-minute load average as the runs end: other work on the machine (a build, say) raises
+# every client's CPU per message, so the report says how busy the machine was.
 /usr/bin/python3 bench/compare_report.py "$results" "$out" "$rounds" "$count" \
-  "$("$RMQ_CTL" version 2>/dev/null)" "$("$RMQ_CTL" eval 'erlang:system_info(otp_release).' 2>/dev/null | tr -d '"')"
+  "$("$RMQ_CTL" version 2>/dev/null)" "$("$RMQ_CTL" eval 'erlang:system_info(otp_release).' 2>/dev/null | tr -d '"')" \
+  "$(cut -d' ' -f1 /proc/loadavg)"
 rm -f "$results"

@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import sys
 
-results_path, out_dir, rounds, count, rabbitmq_version, otp_release = sys.argv[1:7]
+results_path, out_dir, rounds, count, rabbitmq_version, otp_release, load_average = sys.argv[1:8]
 runs = [json.loads(line) for line in open(results_path) if line.strip()]
 clients = ["warren-uv", "warren-asio", "rabbitmq-c", "warren-asio-receive"]
 workloads = {
@@ -55,6 +55,8 @@ lines = [
     f"rabbitmq-c {cmd('dpkg-query', '-W', '-f', '${Version}', 'librabbitmq4')} (Debian's librabbitmq4)",
     "- CPU is the client process's user + system time (getrusage) over the measured phase, "
     "divided by the messages moved.",
+    f"- load: the 1-minute load average was {load_average} as the runs ended (2 cores; above about 1, "
+    "other work shared the machine and every client's CPU per message is inflated alike).",
     "",
     "| workload | client | msgs/s | CPU µs/msg | peak RSS (MiB) | CPU vs rabbitmq-c |",
     "|---|---|---:|---:|---:|---:|",
