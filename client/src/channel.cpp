@@ -51,6 +51,7 @@ Result<void> nothing(const wire::Method*) { return {}; }
 }  // namespace
 
 engine::ChannelId Channel::id() const noexcept { return core_ ? core_->id : 0; }
+Driver* Channel::driver() const noexcept { return core_ ? core_->driver : nullptr; }
 bool Channel::is_open() const noexcept { return core_ && core_->open.load() && !core_->connection.expired(); }
 std::optional<Error> Channel::closed_cause() const {
   if (!core_) return make_error(errc::invalid_argument, "an empty channel handle");

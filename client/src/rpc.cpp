@@ -21,11 +21,11 @@ std::string random_prefix() {
 }  // namespace
 
 RpcClient::RpcClient(Channel channel)
-    : driver_(*channel.core()->driver), channel_(std::move(channel)), id_prefix_(random_prefix()) {}
+    : driver_(*channel.driver()), channel_(std::move(channel)), id_prefix_(random_prefix()) {}
 
 std::shared_ptr<RpcClient> RpcClient::start(Channel channel, Callback<void> ready) {
   if (!ready) ready = [](Result<void>) {};
-  if (!channel.core()) {
+  if (!channel.driver()) {
     ready(make_error(errc::invalid_argument, "RpcClient::start needs an open channel"));
     return nullptr;
   }

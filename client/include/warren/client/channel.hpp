@@ -20,6 +20,8 @@
 
 namespace warren::client {
 
+class Driver;
+
 struct QueueDeclared {
   std::string name;  // the broker's name for a server-named queue
   std::uint32_t message_count = 0;
@@ -76,7 +78,8 @@ class Channel {
   // The timeout of the requests and publishes made on this channel from now on.
   [[nodiscard]] Result<void> set_timeout(engine::Duration timeout) const;
 
-  [[nodiscard]] const std::shared_ptr<detail::ChannelCore>& core() const noexcept { return core_; }
+  // The loop its connection runs on; null for an empty handle.
+  [[nodiscard]] Driver* driver() const noexcept;
 
  private:
   void subscribe(ConsumeOptions options, std::function<void(const Delivery&)> on_delivery, Callback<Consumer> done) const;

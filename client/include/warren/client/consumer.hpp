@@ -59,8 +59,6 @@ class Consumer {
   // basic.cancel; completes on cancel-ok. Unread buffered deliveries are handed back first.
   void cancel(Callback<void> done) const;
 
-  [[nodiscard]] const std::shared_ptr<detail::ConsumerCore>& core() const noexcept { return core_; }
-
  private:
   std::shared_ptr<detail::ConsumerCore> core_;
 };
