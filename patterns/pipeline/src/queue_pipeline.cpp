@@ -54,7 +54,7 @@ void QueuePipeline::open(client::Callback<void> ready) {
     self->status_.state = State::stopped;
     self->stopped_reported_ = true;  // a start that failed reports through `ready` only
     Error out = e;
-    out.detail = what + ": " + e.to_string();
+    out.detail = e.detail.empty() ? what : what + ": " + e.detail;
     ready(out);
   };
   conn_->open_channel([self, ready, fail](Result<client::Channel> pub) {
@@ -142,7 +142,7 @@ void QueuePipeline::settle_pending(std::uint64_t id, bool ack, FailureSettle how
 
 void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) {
   if (!pending_.contains(id)) {  // dropped by a drain past its deadline: nothing to settle
-    if (on_outcome) on_outcome(record, f);
+    if (options_.on_outcome) options_.on_outcome(record, f);
     return;
   }
   switch (f.outcome) {
@@ -159,7 +159,7 @@ void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) 
         ++status_.dead_lettered;
         settle_pending(id, false, FailureSettle::reject);
       } else if (options_.dead_letter) {
-        return dead_letter(id, f);  // settles once the envelope is confirmed
+        dead_letter(id, f);  // settles once the envelope is confirmed
       } else {
         ++status_.failed;  // nowhere to put it: back to the queue
         settle_pending(id, false, FailureSettle::requeue);
@@ -182,7 +182,7 @@ void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) 
       break;
     }
   }
-  if (on_outcome) on_outcome(record, f);
+  if (options_.on_outcome) options_.on_outcome(record, f);
 }
 
 void QueuePipeline::publish_record(Record& r, StageDone done) {
@@ -304,7 +304,7 @@ void QueuePipeline::maybe_finished() {
   for (auto& w : waiters) w({});
   if (!stopped_reported_) {
     stopped_reported_ = true;
-    if (on_stopped) on_stopped(failure_);
+    if (options_.on_stopped) options_.on_stopped(failure_);
   }
 }
 

@@ -63,6 +63,12 @@ struct QueuePipelineOptions {
   FailureSettle on_stop = FailureSettle::requeue;
   FailureSettle on_rethrow = FailureSettle::requeue;
   engine::Duration drain_timeout = std::chrono::seconds(30);  // after a stop outcome
+  // Each record's outcome, once its delivery was settled (a dead-letter: once its envelope's
+  // publish was started), or its outcome dropped. Set here, so nothing runs before it is in place.
+  std::function<void(const Record& record, const Finished& finished)> on_outcome;
+  // Once, when the pipeline stopped: nullopt after a drain asked for; otherwise why (a stop or
+  // rethrow outcome's record error, the source or publishing channel's loss).
+  std::function<void(const std::optional<std::string>& failure)> on_stopped;
 };
 
 enum class State : std::uint8_t { starting, running, draining, stopped };
@@ -93,12 +99,6 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
   // flight reach its outcome within `deadline`, then closes its channels (the broker
   // requeues what was still unsettled). `done` runs once it stopped.
   void drain(engine::Duration deadline, client::Callback<void> done);
-
-  // Each record's outcome, after its delivery was settled (or its outcome dropped).
-  std::function<void(const Record& record, const Finished& finished)> on_outcome;
-  // Once, when the pipeline stopped: nullopt after a drain asked for; otherwise why (a stop or
-  // rethrow outcome's record error, the source or publishing channel's loss).
-  std::function<void(const std::optional<std::string>& failure)> on_stopped;
 
  private:
   struct Pending {
