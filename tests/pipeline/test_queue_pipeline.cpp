@@ -339,7 +339,8 @@ TEST_P(PipelineSuite, ADeadChannelsDeliveryIsNeverSettledOnAnother) {
   std::istringstream pids(rabbitmqctl("list_connections pid"));
   std::string pid;
   while (pids >> pid) (void)rabbitmqctl("close_connection '" + pid + "' test");
-  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }));
+  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }))
+      << "state " << pipeline::to_string(p->status().state) << ", connection open " << conn->is_open();
   held[0]({});
   EXPECT_EQ(p->status().dropped, 1u);
   EXPECT_EQ(p->status().completed, 0u);

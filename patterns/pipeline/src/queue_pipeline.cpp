@@ -276,6 +276,13 @@ void QueuePipeline::begin_drain(engine::Duration deadline) {
     settle_pending(ids.back(), false, FailureSettle::requeue);
     ids.pop_back();
   }
+  if (deadline <= engine::Duration::zero()) {
+    // No wait (a failure stop): what is in flight is dropped now, not on a timer (on libuv a
+    // timer of a loop with nothing else alive, after a lost connection, would never run).
+    status_.dropped += pending_.size();
+    pending_.clear();
+    return maybe_finished();
+  }
   std::weak_ptr<QueuePipeline> weak = weak_from_this();
   drain_timer_ = conn_->driver().timer([weak] {
     auto s = weak.lock();
