@@ -253,6 +253,50 @@ class Pipe(unittest.TestCase):
         self.assertEqual(counts_become(src, (1, 0)), (1, 0))
         self.assertEqual(counts(out), (0, 0))
 
+    def test_two_workers_on_one_queue_see_each_others_lease(self):
+        src, out, dlq = self.queue(), self.queue(), self.queue()
+        for i in range(20):
+            self.put(src, f"m{i}".encode())
+        d = tempfile.mkdtemp()
+        files = [os.path.join(d, f"w{i}.json") for i in range(2)]
+        procs = [subprocess.Popen([WARREN, "pipe", "--url", URL, "--driver", driver, "--from", src, "--to", "",
+                                   "--routing-key", out, "--exec", "sleep 0.2; cat", "--dead-letter-exchange", "",
+                                   "--dead-letter-routing-key", dlq, "--status", f],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for f, driver in zip(files, ("uv", "asio"))]
+        try:
+            give_up = time.time() + 15
+            seen = [None, None]
+            while time.time() < give_up and not all(s and len(s["workers"]) == 2 for s in seen):
+                for i, f in enumerate(files):
+                    if os.path.exists(f):
+                        with open(f) as fh:
+                            seen[i] = json.load(fh)
+                time.sleep(0.1)
+            names = sorted(f"{os.uname().nodename}:{p.pid}" for p in procs)
+            for s in seen:
+                self.assertIsNotNone(s)
+                self.assertEqual(sorted(w["worker"] for w in s["workers"]), names, s)
+                for w in s["workers"]:
+                    self.assertEqual(w["lease"], src)
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                _, err = p.communicate(timeout=20)
+                self.assertEqual(p.returncode, 0, err)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        finals = []
+        for f in files:
+            with open(f) as fh:
+                finals.append(json.load(fh))
+        self.assertEqual([f["state"] for f in finals], ["stopped", "stopped"])
+        done = sum(f["completed"] for f in finals)
+        self.assertEqual(counts_become(out, (done, 0)), (done, 0))
+        self.assertEqual(counts_become(src, (20 - done, 0)), (20 - done, 0))  # nothing lost, nothing twice
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

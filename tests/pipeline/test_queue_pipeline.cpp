@@ -10,6 +10,7 @@
 #include "integration/client_fixture.hpp"
 #include "warren/pipeline/dead_letter.hpp"
 #include "warren/pipeline/queue_pipeline.hpp"
+#include "warren/pipeline/status_board.hpp"
 #include "warren/pipeline/topology.hpp"
 
 namespace warren::test {
@@ -387,6 +388,67 @@ TEST_P(PipelineSuite, DeclareBuildsTheTopologyAndVerifyThenPasses) {
   EXPECT_EQ(counts_become(q, {1, 0}), (Counts{1, 0}));
   for (const auto& name : {q, dlq}) (void)wait<std::uint32_t>([&](auto done) { ch.queue_delete({.queue = name}, done); });
   (void)wait<void>([&](auto done) { ch.exchange_delete({.name = ex}, done); });
+}
+
+TEST_P(PipelineSuite, ADeliveryHeldTooLongIsReportedBeforeTheConsumerTimeout) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "slow");
+  std::vector<pipeline::StageDone> held;
+  std::vector<std::uint64_t> reported;
+  auto p = start({.source = {.queue = src},
+                  .slow_delivery_warning = std::chrono::milliseconds(300),
+                  .on_slow_delivery = [&](std::uint64_t tag, engine::Duration held_for) {
+                    EXPECT_GE(held_for, std::chrono::milliseconds(300));
+                    reported.push_back(tag);
+                  }},
+                 {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
+  ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
+  EXPECT_TRUE(reported.empty());
+  ASSERT_TRUE(loop.run_until([&] { return !reported.empty(); }, std::chrono::seconds(3)));
+  loop.run_until([] { return false; }, std::chrono::milliseconds(500));
+  EXPECT_EQ(reported.size(), 1u) << "reported once";
+  EXPECT_EQ(p->status().slow, 1u);
+  held[0]({});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 1); }));
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
+}
+
+TEST_P(PipelineSuite, WorkersOfOnePipelineSeeEachOthersStatusAndForgetTheSilent) {
+  auto other_conn = connect();
+  const std::string q = prefix + "leased";
+  pipeline::Status a{.pipeline = "board", .queue = q, .state = pipeline::State::running, .completed = 3};
+  pipeline::Status b{.pipeline = "board", .queue = q, .state = pipeline::State::draining, .in_flight = 2};
+  pipeline::Status elsewhere{.pipeline = "board", .queue = q + "-other", .state = pipeline::State::running};
+  auto start_board = [&](std::shared_ptr<client::Connection> c, std::string worker, pipeline::Status* s) {
+    auto r = std::make_shared<std::optional<Result<void>>>();
+    auto board = pipeline::StatusBoard::start(c, {.worker = std::move(worker), .interval = std::chrono::milliseconds(100)},
+                                              [s] { return *s; }, [r](Result<void> x) { r->emplace(x); });
+    EXPECT_TRUE(loop.run_until([&] { return r->has_value(); }));
+    EXPECT_TRUE(r->has_value() && r->value().ok());
+    return board;
+  };
+  auto board_a = start_board(conn, "a", &a);
+  auto board_b = start_board(other_conn, "b", &b);
+  auto board_c = start_board(other_conn, "c", &elsewhere);  // another queue: another pipeline
+  ASSERT_TRUE(loop.run_until([&] { return board_a->workers().size() == 2 && board_b->workers().size() == 2; }));
+  auto seen = board_a->workers();
+  EXPECT_EQ(seen[0].worker, "a");
+  EXPECT_EQ(seen[1].worker, "b");
+  EXPECT_EQ(seen[1].status.queue, q);
+  EXPECT_EQ(seen[1].status.state, pipeline::State::draining);
+  EXPECT_EQ(seen[1].status.in_flight, 2u);
+  EXPECT_EQ(board_b->workers()[0].status.completed, 3u);
+  EXPECT_EQ(board_c->workers().size(), 1u);
+  // b stops: its last report says so; then it falls silent and is forgotten.
+  b.state = pipeline::State::stopped;
+  board_b->stop();
+  ASSERT_TRUE(loop.run_until([&] {
+    auto w = board_a->workers();
+    return w.size() == 2 && w[1].status.state == pipeline::State::stopped;
+  }));
+  ASSERT_TRUE(loop.run_until([&] { return board_a->workers().size() == 1; }, std::chrono::seconds(3)));
+  close(*other_conn);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, PipelineSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);

@@ -14,6 +14,7 @@
 #include "message_json.hpp"
 #include "shell_command.hpp"
 #include "warren/pipeline/queue_pipeline.hpp"
+#include "warren/pipeline/status_board.hpp"
 #include "warren/pipeline/topology.hpp"
 
 namespace warren::cli {
@@ -125,6 +126,7 @@ class PipeJob final : public Job {
     };
     o.on_stopped = [this](const std::optional<std::string>& failure) {
       stop_timers();
+      if (board_) board_->stop();  // the others see this worker stopped
       last_ = pipeline_->status();
       write_status();
       if (failure) return fail_text("pipe " + args_->from, *failure);
@@ -133,6 +135,12 @@ class PipeJob final : public Job {
     pipeline_ = pipeline::QueuePipeline::start(conn_, std::move(o), std::move(stages), [this](Result<void> r) {
       if (!r) return fail("pipe " + args_->from, r.error());
       write_status();
+      if (args_->status_file.empty()) return;
+      // Workers of this pipeline (this name on this queue) see each other through the broker.
+      board_ = pipeline::StatusBoard::start(conn_, {.worker = worker_name()}, [this] { return pipeline_->status(); },
+                                            [this](Result<void> b) {
+                                              if (!b) fail("pipe " + args_->from + ": status board", b.error());
+                                            });
     });
 
     ::signal(SIGPIPE, SIG_IGN);  // a command that exits before reading its input ends a write, not warren
@@ -156,7 +164,14 @@ class PipeJob final : public Job {
   }
 
   // Asio's timers keep its loop running: a run that is over must not leave one armed.
+  static std::string worker_name() {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return std::string(host) + ":" + std::to_string(::getpid());
+  }
+
   void stop_timers() {
+    if (board_) board_->stop();
     if (tick_) tick_->cancel();
     if (deadline_) deadline_->cancel();
   }
@@ -184,10 +199,20 @@ class PipeJob final : public Job {
   void write_status() {
     if (args_->status_file.empty()) return;
     if (pipeline_ && last_.state != pipeline::State::stopped) last_ = pipeline_->status();
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
+    Json workers = Json::array();
+    if (board_)
+      for (const auto& w : board_->workers()) {
+        const bool me = w.worker == worker_name();
+        workers.push_back({{"worker", w.worker},
+                           {"state", pipeline::to_string(me ? last_.state : w.status.state)},
+                           {"lease", w.status.queue},
+                           {"in_flight", me ? last_.in_flight : w.status.in_flight},
+                           {"completed", me ? last_.completed : w.status.completed},
+                           {"dead_lettered", me ? last_.dead_lettered : w.status.dead_lettered},
+                           {"failed", me ? last_.failed : w.status.failed}});
+      }
     Json j{{"pipeline", last_.pipeline},
-           {"worker", std::string(host) + ":" + std::to_string(::getpid())},
+           {"worker", worker_name()},
            {"state", pipeline::to_string(last_.state)},
            {"lease", {{"queue", args_->from}, {"observational", true}}},
            {"in_flight", last_.in_flight},
@@ -196,6 +221,8 @@ class PipeJob final : public Job {
            {"dead_lettered", last_.dead_lettered},
            {"failed", last_.failed},
            {"dropped", last_.dropped},
+           {"slow", last_.slow},
+           {"workers", std::move(workers)},
            {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch()).count()}};
     // Replaced atomically: a reader sees the old file or the new one, never half of one.
@@ -211,6 +238,7 @@ class PipeJob final : public Job {
   std::shared_ptr<PipeArgs> args_;
   pipeline::WorkerPool workers_;
   std::shared_ptr<pipeline::QueuePipeline> pipeline_;
+  std::shared_ptr<pipeline::StatusBoard> board_;
   pipeline::Status last_;
   std::unique_ptr<client::Timer> tick_, deadline_;
   engine::Instant started_ = std::chrono::steady_clock::now();

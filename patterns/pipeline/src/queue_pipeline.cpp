@@ -70,6 +70,7 @@ void QueuePipeline::open(client::Callback<void> ready) {
         const auto prefetch = self->options_.source.prefetch.value_or(
             static_cast<std::uint16_t>(std::min<std::size_t>(self->core_->options().concurrency, 65535)));
         self->status_.state = State::running;  // deliveries may be read before consume-ok's callback
+        self->check_slow();
         self->source_.consume(
             {.queue = self->options_.source.queue, .prefetch = prefetch},
             [weak](const client::Delivery& d) {
@@ -114,14 +115,14 @@ void QueuePipeline::deliver(const client::Delivery& d) {
   auto record = record_from(message);
   const std::uint64_t id = ++next_id_;
   if (!record) {  // headers the client could not decode: not a record this pipeline can run
-    pending_.emplace(id, Pending{std::move(message), 1});
+    pending_.emplace(id, Pending{std::move(message), 1, conn_->driver().now()});
     ++status_.failed;
     settle_pending(id, false, FailureSettle::reject);
     return;
   }
   // Registered as pending before the record enters the pipeline: whatever happens next, the
   // delivery has one owner that settles it once.
-  pending_.emplace(id, Pending{std::move(message), attempt_of(record->metadata)});
+  pending_.emplace(id, Pending{std::move(message), attempt_of(record->metadata), conn_->driver().now()});
   std::weak_ptr<QueuePipeline> weak = weak_from_this();
   core_->submit(std::move(*record), [weak, id](Record& r, const Finished& f) {
     if (auto s = weak.lock()) s->settle(id, r, f);
@@ -315,7 +316,28 @@ void QueuePipeline::maybe_finished() {
   }
 }
 
+void QueuePipeline::check_slow() {
+  if (status_.state == State::stopped) return;
+  const auto now = conn_->driver().now();
+  for (auto& [id, p] : pending_) {
+    if (p.warned || now - p.taken_at < options_.slow_delivery_warning) continue;
+    p.warned = true;
+    ++status_.slow;
+    if (options_.on_slow_delivery) options_.on_slow_delivery(p.message.delivery_tag(), std::chrono::duration_cast<engine::Duration>(now - p.taken_at));
+  }
+  if (!slow_timer_) {
+    std::weak_ptr<QueuePipeline> weak = weak_from_this();
+    slow_timer_ = conn_->driver().timer([weak] {
+      if (auto s = weak.lock()) s->check_slow();
+    });
+  }
+  // A quarter of the warning, at most a second: a report is never late by more than that.
+  const auto step = std::min<engine::Duration>(options_.slow_delivery_warning / 4, std::chrono::seconds(1));
+  slow_timer_->arm(now + std::max<engine::Duration>(step, std::chrono::milliseconds(10)));
+}
+
 void QueuePipeline::close_all() {
+  if (slow_timer_) slow_timer_->cancel();  // Asio's timers keep its loop running
   if (source_.is_open()) source_.close([](Result<void>) {});
   if (publisher_.is_open()) publisher_.close([](Result<void>) {});
 }

@@ -69,6 +69,11 @@ struct QueuePipelineOptions {
   // Once, when the pipeline stopped: nullopt after a drain asked for; otherwise why (a stop or
   // rethrow outcome's record error, the source or publishing channel's loss).
   std::function<void(const std::optional<std::string>& failure)> on_stopped;
+  // RabbitMQ closes a channel (406) whose delivery stays unacked past its consumer_timeout
+  // (30 min by default, checked every minute). A delivery held this long is reported once,
+  // before that happens: on_slow_delivery(delivery tag, how long it has been held), and counted.
+  engine::Duration slow_delivery_warning = std::chrono::minutes(25);
+  std::function<void(std::uint64_t delivery_tag, engine::Duration held)> on_slow_delivery;
 };
 
 enum class State : std::uint8_t { starting, running, draining, stopped };
@@ -82,6 +87,7 @@ struct Status {
   std::uint64_t completed = 0, skipped = 0, dead_lettered = 0;
   std::uint64_t failed = 0;   // requeued or rejected: requeued/stop/rethrow, a failed dead-letter
   std::uint64_t dropped = 0;  // outcomes of a dead channel's deliveries (the broker redelivers)
+  std::uint64_t slow = 0;     // deliveries held past slow_delivery_warning
 };
 
 class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
@@ -104,6 +110,8 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
   struct Pending {
     client::Message message;
     std::uint32_t attempt = 1;
+    engine::Instant taken_at{};
+    bool warned = false;
   };
   QueuePipeline(std::shared_ptr<client::Connection> connection, QueuePipelineOptions options, std::vector<Stage> stages);
   void open(client::Callback<void> ready);
@@ -117,6 +125,7 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
   void begin_drain(engine::Duration deadline);
   void maybe_finished();
   void close_all();
+  void check_slow();  // reports deliveries held past slow_delivery_warning; re-arms itself
 
   std::shared_ptr<client::Connection> conn_;
   QueuePipelineOptions options_;
@@ -128,7 +137,7 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
   std::uint64_t taken_ = 0;
   bool cancelled_ = false;  // our own cancel: the subscription's end is no failure
   Status status_;
-  std::unique_ptr<client::Timer> drain_timer_;
+  std::unique_ptr<client::Timer> drain_timer_, slow_timer_;
   std::vector<client::Callback<void>> drain_waiters_;
   std::optional<std::string> failure_;
   bool stopped_reported_ = false;
