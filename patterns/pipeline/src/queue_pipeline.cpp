@@ -285,16 +285,22 @@ void QueuePipeline::begin_drain(engine::Duration deadline) {
     return maybe_finished();
   }
   std::weak_ptr<QueuePipeline> weak = weak_from_this();
-  drain_timer_ = conn_->driver().timer([weak] {
+  const engine::Instant give_up = conn_->driver().now() + deadline;
+  constexpr auto look_every = std::chrono::milliseconds(100);
+  drain_timer_ = conn_->driver().timer([weak, give_up, look_every] {
     auto s = weak.lock();
     if (!s || s->status_.state != State::draining) return;
-    // Past the deadline: the outcomes still to come are dropped; closing the channel hands
-    // their deliveries back to the broker.
+    const auto now = s->conn_->driver().now();
+    // Past the deadline, or the source channel died meanwhile (its deliveries are the broker's
+    // again): the outcomes still to come are dropped; closing the channel hands back the rest.
+    if (now < give_up && s->source_.is_open()) return s->drain_timer_->arm(std::min(give_up, now + look_every));
+    if (!s->failure_ && !s->source_.is_open())
+      s->failure_ = "source channel: " + (s->source_.closed_cause() ? s->source_.closed_cause()->to_string() : "closed");
     s->status_.dropped += s->pending_.size();
     s->pending_.clear();
     s->maybe_finished();
   });
-  drain_timer_->arm(conn_->driver().now() + deadline);
+  drain_timer_->arm(std::min(give_up, conn_->driver().now() + look_every));
   maybe_finished();
 }
 
