@@ -451,6 +451,27 @@ TEST_P(PipelineSuite, WorkersOfOnePipelineSeeEachOthersStatusAndForgetTheSilent)
   close(*other_conn);
 }
 
+TEST_P(PipelineSuite, ARequeueDelayKeepsAnAlwaysFailingRecordOutOfAHotLoop) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "poison");
+  std::uint64_t tries = 0;
+  auto p = start({.core = {.on_error = [](const Record&, const pipeline::RecordError&) { return Outcome::requeued; }},
+                  .source = {.queue = src},
+                  .requeue_delay = std::chrono::milliseconds(250),
+                  .on_outcome = [&](const Record&, const pipeline::Finished&) { ++tries; }},
+                 {Stage::sync([](Record&) { throw std::runtime_error("always"); })});
+  loop.run_until([] { return false; }, std::chrono::milliseconds(1000));
+  // One try per 250 ms (plus the first), not thousands.
+  EXPECT_GE(tries, 2u);
+  EXPECT_LE(tries, 6u);
+  EXPECT_EQ(queue_counts(src), (Counts{0, 1}));  // held, unacked, while it waits
+  bool drained = false;
+  p->drain(std::chrono::seconds(5), [&](Result<void>) { drained = true; });
+  ASSERT_TRUE(loop.run_until([&] { return drained; }));
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // the drain sent the held requeue at once
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PipelineSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
 
 }  // namespace

@@ -111,6 +111,7 @@ void QueuePipeline::deliver(const client::Delivery& d) {
     cancelled_ = true;
     consumer_.cancel(nullptr);
   }
+  retired_timers_.clear();  // never inside a timer's callback here
   client::Message message = d.take();
   auto record = record_from(message);
   const std::uint64_t id = ++next_id_;
@@ -137,6 +138,8 @@ void QueuePipeline::settle_pending(std::uint64_t id, bool ack, FailureSettle how
                                                         : it->second.message.reject({.requeue = false}));
   // A dead channel's delivery: nothing was sent, the broker redelivers it.
   if (!r) ++status_.dropped;
+  // This may run inside that timer's own callback: it is destroyed later, not here.
+  if (it->second.requeue_timer) retired_timers_.push_back(std::move(it->second.requeue_timer));
   pending_.erase(it);
   maybe_finished();
 }
@@ -168,6 +171,16 @@ void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) 
       break;
     case Outcome::requeued:
       ++status_.failed;
+      if (options_.on_requeued == FailureSettle::requeue && options_.requeue_delay > engine::Duration::zero() &&
+          status_.state == State::running) {
+        std::weak_ptr<QueuePipeline> weak = weak_from_this();
+        auto& timer = pending_.at(id).requeue_timer;
+        timer = conn_->driver().timer([weak, id] {
+          if (auto s = weak.lock()) s->settle_pending(id, false, FailureSettle::requeue);
+        });
+        timer->arm(conn_->driver().now() + options_.requeue_delay);
+        break;
+      }
       settle_pending(id, false, options_.on_requeued);
       break;
     case Outcome::stop:
@@ -266,6 +279,14 @@ void QueuePipeline::begin_drain(engine::Duration deadline) {
   if (consumer_.active()) {
     cancelled_ = true;
     consumer_.cancel(nullptr);
+  }
+  // Requeues held back go now.
+  std::vector<std::uint64_t> held_back;
+  for (auto& [id, p] : pending_)
+    if (p.requeue_timer) held_back.push_back(id);
+  for (auto id : held_back) {
+    pending_.at(id).requeue_timer->cancel();
+    settle_pending(id, false, FailureSettle::requeue);
   }
   // What never started goes back at once.
   auto waiting = core_->take_waiting();

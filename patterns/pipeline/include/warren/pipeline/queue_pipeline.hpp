@@ -60,6 +60,10 @@ struct QueuePipelineOptions {
   std::optional<DeadLetterOptions> dead_letter;   // where dead-lettered records are published
   bool native_dead_letter = false;  // dead-lettered: nack without requeue, the queue's own DLX
   FailureSettle on_requeued = FailureSettle::requeue;
+  // A requeued outcome's nack is held back this long (0: at once). The delivery keeps its
+  // prefetch slot meanwhile, so a record that fails every time comes back at most
+  // prefetch / requeue_delay times a second instead of in a hot loop. A drain sends it at once.
+  engine::Duration requeue_delay{0};
   FailureSettle on_stop = FailureSettle::requeue;
   FailureSettle on_rethrow = FailureSettle::requeue;
   engine::Duration drain_timeout = std::chrono::seconds(30);  // after a stop outcome
@@ -112,6 +116,7 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
     std::uint32_t attempt = 1;
     engine::Instant taken_at{};
     bool warned = false;
+    std::unique_ptr<client::Timer> requeue_timer;  // a requeue held back (requeue_delay)
   };
   QueuePipeline(std::shared_ptr<client::Connection> connection, QueuePipelineOptions options, std::vector<Stage> stages);
   void open(client::Callback<void> ready);
@@ -138,6 +143,7 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
   bool cancelled_ = false;  // our own cancel: the subscription's end is no failure
   Status status_;
   std::unique_ptr<client::Timer> drain_timer_, slow_timer_;
+  std::vector<std::unique_ptr<client::Timer>> retired_timers_;  // fired requeue delays
   std::vector<client::Callback<void>> drain_waiters_;
   std::optional<std::string> failure_;
   bool stopped_reported_ = false;
