@@ -341,6 +341,20 @@ class Pipe(unittest.TestCase):
         print(f"\n  sigkill soak: seed {seed}, {kills} kills, {n} records, {len(got) - n} delivered twice",
               file=sys.stderr)
 
+    def test_on_error_requeue_retries_about_once_a_second(self):
+        src, out = self.queue(), self.queue()
+        self.put(src, b"always fails")
+        tries = os.path.join(tempfile.mkdtemp(), "tries")
+        r = pipe("--from", src, "--to", "", "--routing-key", out, "--exec", f"echo x >> {tries}; exit 1",
+                 "--on-error", "requeue", "--timeout", "3")
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stderr.decode().startswith(f"warren: pipe {src}: timed out after 3 s with "), r.stderr)
+        with open(tries) as f:
+            n = len(f.read().split())
+        self.assertGreaterEqual(n, 2)
+        self.assertLessEqual(n, 5)  # not a hot loop
+        self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
