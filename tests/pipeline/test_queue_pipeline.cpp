@@ -328,6 +328,13 @@ TEST_P(PipelineSuite, DrainRequeuesWhatNeverStartedAndFinishesWhatIsInFlight) {
 }
 
 TEST_P(PipelineSuite, ADeadChannelsDeliveryIsNeverSettledOnAnother) {
+  // A connection the broker can pick out by name: only this one is closed under the record.
+  const std::string name = prefix + "victim";
+  close(*conn);
+  client::ClientOptions named;
+  named.engine.connection_name = name;
+  conn = connect("", named);
+  ch = open();
   const auto src = queue("src");
   confirm_mode();
   put(src, "held");
@@ -335,11 +342,17 @@ TEST_P(PipelineSuite, ADeadChannelsDeliveryIsNeverSettledOnAnother) {
   auto p = start({.source = {.queue = src}},
                  {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
   ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
-  // The source channel dies under the held record: the broker closes the connection (the
-  // only one this test has), so its deliveries belong to a dead channel.
-  std::istringstream pids(rabbitmqctl("list_connections pid"));
-  std::string pid;
-  while (pids >> pid) (void)rabbitmqctl("close_connection '" + pid + "' test");
+  // The source channel dies under the held record: the broker closes its connection, so its
+  // deliveries belong to a dead channel.
+  std::istringstream rows(rabbitmqctl("list_connections pid client_properties"));
+  std::string row;
+  int closed = 0;
+  while (std::getline(rows, row))
+    if (row.find("\"" + name + "\"") != std::string::npos) {
+      (void)rabbitmqctl("close_connection '" + row.substr(0, row.find('\t')) + "' test");
+      ++closed;
+    }
+  ASSERT_EQ(closed, 1);
   ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }))
       << "state " << pipeline::to_string(p->status().state) << ", connection open " << conn->is_open();
   held[0]({});
