@@ -78,6 +78,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void close(Done done);
 
   [[nodiscard]] bool is_open() const noexcept { return engine_ && engine_->is_open(); }
+  // The frame size both sides agreed on (connection.tune-ok), 0 before the handshake: what a
+  // content header must fit in (a dead-letter envelope's headers are budgeted against it).
+  [[nodiscard]] std::uint32_t frame_max_bytes() const noexcept { return engine_ ? engine_->frame_max_bytes() : 0; }
   // Output (and publishes waiting on a blocked connection) over the limit: pause publishing
   // until on_writable.
   [[nodiscard]] bool congested() const noexcept { return engine_ && engine_->congested(); }

@@ -1,0 +1,48 @@
+// The dead-letter envelope: the original message's headers plus what an operator needs to
+// understand and replay a failed record — the original exchange and routing key, the error's
+// type and message, the attempt, the time and the pipeline's name. Its content header must fit
+// one frame (RabbitMQ refuses a header frame over the negotiated frame_max, and big error
+// headers have broken other clients' error queues), so the error text is cut to fit.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "warren/client/options.hpp"
+#include "warren/pipeline/core.hpp"
+#include "warren/result.hpp"
+
+namespace warren::pipeline {
+
+namespace envelope {
+inline constexpr std::string_view original_exchange = "x-pipeline-original-exchange";
+inline constexpr std::string_view original_routing_key = "x-pipeline-original-routing-key";
+inline constexpr std::string_view error_type = "x-pipeline-error-type";
+inline constexpr std::string_view error_message = "x-pipeline-error-message";
+inline constexpr std::string_view attempt = "x-pipeline-attempt";  // long: 1 for a first delivery
+inline constexpr std::string_view failed_at = "x-pipeline-failed-at";  // timestamp (T)
+inline constexpr std::string_view pipeline = "x-pipeline-name";
+}  // namespace envelope
+
+struct EnvelopeFacts {
+  std::string_view pipeline;
+  std::string_view exchange;     // where the source message was first published
+  std::string_view routing_key;
+  const wire::FieldTable* headers = nullptr;  // the source message's own headers
+  const RecordError* error = nullptr;
+  std::uint32_t attempt = 1;
+  std::uint64_t failed_at_s = 0;  // POSIX seconds
+};
+
+// The envelope's headers, so that `base` (the source's properties, headers replaced by these)
+// encodes into a content header of at most frame_max_bytes - 8 (the frame's own overhead).
+// A long error message is cut (with a "..." mark); when even the empty text cannot fit (the
+// original headers alone are too big), the result is errc::frame_too_large.
+[[nodiscard]] Result<wire::FieldTable> envelope_headers(const EnvelopeFacts& facts, client::Properties base,
+                                                        std::uint32_t frame_max_bytes);
+
+// The attempt a delivery is: a quorum queue's x-delivery-count + 1; otherwise 2 once the
+// broker marked it redelivered (the broker keeps no count on a classic queue), else 1.
+[[nodiscard]] std::uint32_t attempt_of(const Metadata& metadata) noexcept;
+
+}  // namespace warren::pipeline

@@ -1,0 +1,20 @@
+// Records to and from AMQP messages, both ways, typed values preserved: a delivery's fields
+// and basic properties become the record's metadata and its headers the record's headers; a
+// record's metadata and headers become the published message's properties and headers.
+#pragma once
+
+#include "warren/client/message.hpp"
+#include "warren/client/options.hpp"
+#include "warren/pipeline/record.hpp"
+#include "warren/result.hpp"
+
+namespace warren::pipeline {
+
+// The delivery as a record (body, metadata, decoded headers).
+[[nodiscard]] Result<Record> record_from(const client::Message& message);
+
+// The basic properties to publish `metadata` with, headers included. Views into `metadata`
+// and `headers`: keep both alive for the publish call (it copies the frames).
+[[nodiscard]] client::Properties properties_of(const Metadata& metadata, const wire::FieldTable& headers);
+
+}  // namespace warren::pipeline

@@ -1,0 +1,77 @@
+#include "warren/pipeline/mapping.hpp"
+
+#include <variant>
+
+namespace warren::pipeline {
+namespace {
+
+std::optional<std::string> owned(const std::optional<std::string_view>& v) {
+  if (!v) return std::nullopt;
+  return std::string(*v);
+}
+std::optional<std::string_view> view(const std::optional<std::string>& v) {
+  if (!v) return std::nullopt;
+  return std::string_view(*v);
+}
+
+// A quorum queue counts its returns in x-delivery-count (a long or an int by version).
+std::uint32_t delivery_count(const wire::FieldTable& headers) {
+  const wire::FieldValue* v = headers.find("x-delivery-count");
+  if (!v) return 0;
+  return std::visit(
+      [](const auto& x) -> std::uint32_t {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return x < 0 ? 0 : static_cast<std::uint32_t>(x);
+        else return 0;
+      },
+      v->value);
+}
+
+}  // namespace
+
+Result<Record> record_from(const client::Message& message) {
+  Record r;
+  r.body.assign(message.body_text());
+  auto headers = message.headers();
+  if (!headers) return headers.error();
+  r.headers = std::move(*headers);
+  const auto& p = message.properties();
+  Metadata& m = r.metadata;
+  m.exchange = message.exchange();
+  m.routing_key = message.routing_key();
+  m.redelivered = message.redelivered();
+  m.delivery_count = delivery_count(r.headers);
+  m.content_type = owned(p.content_type);
+  m.content_encoding = owned(p.content_encoding);
+  m.correlation_id = owned(p.correlation_id);
+  m.reply_to = owned(p.reply_to);
+  m.expiration = owned(p.expiration);
+  m.message_id = owned(p.message_id);
+  m.type = owned(p.type);
+  m.user_id = owned(p.user_id);
+  m.app_id = owned(p.app_id);
+  m.delivery_mode = p.delivery_mode;
+  m.priority = p.priority;
+  m.timestamp = p.timestamp;
+  return r;
+}
+
+client::Properties properties_of(const Metadata& m, const wire::FieldTable& headers) {
+  client::Properties p;
+  p.content_type = view(m.content_type);
+  p.content_encoding = view(m.content_encoding);
+  if (!headers.empty()) p.headers = wire::TableRef(headers);
+  p.delivery_mode = m.delivery_mode;
+  p.priority = m.priority;
+  p.correlation_id = view(m.correlation_id);
+  p.reply_to = view(m.reply_to);
+  p.expiration = view(m.expiration);
+  p.message_id = view(m.message_id);
+  p.timestamp = m.timestamp;
+  p.type = view(m.type);
+  p.user_id = view(m.user_id);
+  p.app_id = view(m.app_id);
+  return p;
+}
+
+}  // namespace warren::pipeline

@@ -1,0 +1,360 @@
+"""warren pipe against the real test broker (RMQ_PORT, RMQ_CTL): a pass-through with --count
+carrying headers and properties, a failing --exec dead-lettered with its envelope, native DLX,
+--on-error stop and skip, the start-time error without a dead-letter target, SIGTERM draining
+to exit 0, and the --status file. Counts are read from the broker (rabbitmqctl)."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import uuid
+
+import pika
+
+WARREN = os.environ.get("WARREN", "")
+PORT = os.environ.get("RMQ_PORT", "")
+CTL = os.environ.get("RMQ_CTL", "")
+URL = f"amqp://guest:guest@127.0.0.1:{PORT}"
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def counts(queue):
+    """(messages_ready, messages_unacknowledged) as the broker counts them."""
+    out = subprocess.run([CTL, "-q", "list_queues", "name", "messages_ready", "messages_unacknowledged"],
+                         capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if parts[0] == queue:
+            return int(parts[1]), int(parts[2])
+    raise AssertionError(f"queue {queue} not listed")
+
+
+def counts_become(queue, expected, limit=5.0):
+    give_up = time.time() + limit
+    c = counts(queue)
+    while c != expected and time.time() < give_up:
+        time.sleep(0.1)
+        c = counts(queue)
+    return c
+
+
+def pipe(*args, timeout=60, driver="uv"):
+    cmd = [WARREN, "pipe", "--url", URL, "--driver", driver, *args]
+    return subprocess.run(cmd, capture_output=True, timeout=timeout)
+
+
+class Pipe(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not WARREN or not os.path.exists(WARREN):
+            raise RuntimeError("WARREN must name the built warren binary")
+        if not PORT or not CTL:
+            raise RuntimeError("RMQ_PORT and RMQ_CTL must name the test broker (scripts/test.sh sets them)")
+
+    def setUp(self):
+        self.conn = pika.BlockingConnection(pika.URLParameters(URL + "/%2f"))
+        self.ch = self.conn.channel()
+        self.ch.confirm_delivery()
+        self.addCleanup(self.conn.close)
+
+    def queue(self, arguments=None):
+        q = unique("pipe")
+        self.ch.queue_declare(q, arguments=arguments)
+        self.addCleanup(lambda: self.cleanup_queue(q))
+        return q
+
+    def cleanup_queue(self, q):
+        with pika.BlockingConnection(pika.URLParameters(URL + "/%2f")) as c:
+            c.channel().queue_delete(q)
+
+    def put(self, q, body, headers=None, **props):
+        self.ch.basic_publish("", q, body, pika.BasicProperties(headers=headers, **props), mandatory=True)
+
+    def take_all(self, q):
+        out = []
+        while True:
+            method, props, body = self.ch.basic_get(q, auto_ack=True)
+            if method is None:
+                return out
+            out.append((props, body))
+
+    def ok(self, result):
+        self.assertEqual(result.returncode, 0, result.stderr.decode(errors="replace"))
+        self.assertEqual(result.stderr, b"")
+
+    def test_pass_through_with_count_carries_headers_and_properties(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                src, out, dlq = self.queue(), self.queue(), self.queue()
+                for i in range(5):
+                    self.put(src, f"m{i}".encode(), headers={"n": i, "who": "me"}, content_type="text/plain",
+                             message_id=f"id{i}", delivery_mode=2)
+                self.put(src, b"left")  # --count 5: the sixth stays in the queue, never taken
+                self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "tr a-z A-Z",
+                             "--concurrency", "3", "--dead-letter-exchange", "", "--dead-letter-routing-key", dlq,
+                             "--count", "5", "--timeout", "30", driver=driver))
+                self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+                got = sorted(self.take_all(out), key=lambda m: m[0].message_id)
+                self.assertEqual([b for _, b in got], [f"M{i}".encode() for i in range(5)])
+                for i, (props, _) in enumerate(got):
+                    self.assertEqual(props.headers, {"n": i, "who": "me"})
+                    self.assertEqual(props.content_type, "text/plain")
+                    self.assertEqual(props.delivery_mode, 2)
+                self.assertEqual(counts(dlq), (0, 0))
+
+    def test_a_failing_exec_is_dead_lettered_with_its_envelope(self):
+        src, out, dlq = self.queue(), self.queue(), self.queue()
+        self.put(src, b"good one", headers={"tenant": 7})
+        self.put(src, b"bad one", headers={"tenant": 8})
+        self.put(src, b"good two")
+        cmd = 'if grep -q bad; then echo "refused: bad input" >&2; exit 3; fi; echo done'
+        self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", cmd,
+                     "--dead-letter-exchange", "", "--dead-letter-routing-key", dlq, "--count", "3", "--timeout", "30"))
+        self.assertEqual(counts_become(src, (0, 0)), (0, 0))
+        self.assertEqual(counts(out), (2, 0))
+        dead = self.take_all(dlq)
+        self.assertEqual(len(dead), 1)
+        props, body = dead[0]
+        self.assertEqual(body, b"bad one")  # the source's body, not the command's output
+        h = props.headers
+        self.assertEqual(h["tenant"], 8)
+        self.assertEqual(h["x-pipeline-error-type"], "warren::cli::CommandFailed")
+        self.assertEqual(h["x-pipeline-error-message"], "exit 3: refused: bad input")
+        self.assertEqual(h["x-pipeline-original-exchange"], "")
+        self.assertEqual(h["x-pipeline-original-routing-key"], src)
+        self.assertEqual(h["x-pipeline-attempt"], 1)
+        self.assertEqual(h["x-pipeline-name"], "warren pipe")
+        self.assertIn("x-pipeline-failed-at", h)
+
+    def test_native_dlx_rejects_failures_to_the_queues_own_dead_letter_exchange(self):
+        dlq = self.queue()
+        src = self.queue({"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        out = self.queue()
+        self.put(src, b"x")
+        self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "exit 1", "--native-dlx",
+                     "--count", "1", "--timeout", "30", driver="asio"))
+        self.assertEqual(counts_become(src, (0, 0)), (0, 0))
+        dead = self.take_all(dlq)
+        self.assertEqual(len(dead), 1)
+        self.assertIn("x-death", dead[0][0].headers)
+        self.assertEqual(counts(out), (0, 0))
+
+    def test_dead_letter_without_a_target_is_an_error_at_start(self):
+        r = pipe("--from", "nothing", "--to", "", "--exec", "cat")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.decode().count("\n"), 1)
+        self.assertTrue(r.stderr.decode().startswith("warren: invalid argument: --on-error dead-letter needs --dead-letter-exchange"),
+                        r.stderr)
+
+    def test_on_error_stop_requeues_and_exits_1(self):
+        src, out = self.queue(), self.queue()
+        self.put(src, b"poison")
+        r = pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "exit 4", "--on-error", "stop",
+                 "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), f"warren: pipe {src}: stop: warren::cli::CommandFailed: exit 4\n")
+        self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+
+    def test_on_error_skip_acks_the_failure(self):
+        src, out = self.queue(), self.queue()
+        self.put(src, b"a")
+        self.put(src, b"b")
+        self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "grep -v a", "--on-error", "skip",
+                     "--count", "2", "--timeout", "30"))
+        self.assertEqual(counts_become(src, (0, 0)), (0, 0))
+        self.assertEqual([b for _, b in self.take_all(out)], [b"b\n"])
+
+    def test_an_unroutable_destination_is_the_records_error(self):
+        src, dlq = self.queue(), self.queue()
+        ex = unique("pipe-nowhere")
+        self.ch.exchange_declare(ex, "direct")
+        self.addCleanup(lambda: self.ch.exchange_delete(ex))
+        self.put(src, b"x")
+        self.ok(pipe("--from", src, "--to", ex, "--exec", "cat", "--dead-letter-exchange", "",
+                     "--dead-letter-routing-key", dlq, "--count", "1", "--timeout", "30"))
+        dead = self.take_all(dlq)
+        self.assertEqual(len(dead), 1)
+        self.assertIn("312", dead[0][0].headers["x-pipeline-error-message"])
+
+    def test_sigterm_drains_and_exits_0_and_the_status_file_says_stopped(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                src, out, dlq = self.queue(), self.queue(), self.queue()
+                for i in range(6):
+                    self.put(src, f"m{i}".encode())
+                status = os.path.join(tempfile.mkdtemp(), "status.json")
+                p = subprocess.Popen([WARREN, "pipe", "--url", URL, "--driver", driver, "--from", src, "--to", "",
+                                      "--routing-key", out, "--exec", "sleep 1; cat", "--concurrency", "2",
+                                      "--dead-letter-exchange", "", "--dead-letter-routing-key", dlq,
+                                      "--status", status], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                try:
+                    give_up = time.time() + 10
+                    running = None
+                    while time.time() < give_up:
+                        if os.path.exists(status):
+                            with open(status) as f:
+                                running = json.load(f)
+                            if running["in_flight"] > 0:
+                                break
+                        time.sleep(0.05)
+                    self.assertIsNotNone(running)
+                    self.assertEqual(running["state"], "running")
+                    self.assertEqual(running["lease"]["queue"], src)
+                    p.send_signal(signal.SIGTERM)
+                    _, err = p.communicate(timeout=20)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                self.assertEqual(p.returncode, 0, err)
+                self.assertEqual(err, b"")
+                with open(status) as f:
+                    final = json.load(f)
+                self.assertEqual(final["state"], "stopped")
+                self.assertEqual(final["in_flight"], 0)
+                done = final["completed"]
+                self.assertGreaterEqual(done, 2)  # the two in flight finished rather than being cut off
+                self.assertEqual(counts_become(out, (done, 0)), (done, 0))
+                self.assertEqual(counts_become(src, (6 - done, 0)), (6 - done, 0))  # nothing lost
+                self.assertFalse([n for n in os.listdir(os.path.dirname(status)) if n != "status.json"])
+
+    def test_verify_names_every_missing_object_in_one_error(self):
+        q, ex, dlx = unique("pipe-missing"), unique("pipe-missing-ex"), unique("pipe-missing-dlx")
+        r = pipe("--from", q, "--to", ex, "--exec", "cat", "--dead-letter-exchange", dlx, "--verify", "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(),
+                         f"warren: pipe {q}: not found: topology: missing exchange '{ex}', exchange '{dlx}', queue '{q}'\n")
+
+    def test_declare_creates_what_it_names_and_timeout_ends_an_idle_run(self):
+        q, ex = unique("pipe-declared"), unique("pipe-declared-ex")
+        self.addCleanup(lambda: self.cleanup_queue(q))
+        self.addCleanup(lambda: self.ch.exchange_delete(ex))
+        start = time.time()
+        r = pipe("--from", q, "--to", ex, "--exec", "cat", "--on-error", "skip", "--declare", "--timeout", "1")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), f"warren: pipe {q}: timed out after 1 s with 0 record(s)\n")
+        self.assertLess(time.time() - start, 10)
+        self.ch.queue_declare(q, passive=True, durable=True)
+        self.ch.exchange_declare(ex, "direct", passive=True)
+
+    def test_timeout_kills_a_running_command_and_its_message_goes_back(self):
+        src, out = self.queue(), self.queue()
+        self.put(src, b"slow")
+        start = time.time()
+        r = pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "sleep 30", "--on-error", "skip",
+                 "--count", "1", "--timeout", "1", driver="asio")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(), f"warren: pipe {src}: timed out after 1 s with 0 record(s) of 1\n")
+        self.assertLess(time.time() - start, 10)
+        self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+        self.assertEqual(counts(out), (0, 0))
+
+    def test_two_workers_on_one_queue_see_each_others_lease(self):
+        src, out, dlq = self.queue(), self.queue(), self.queue()
+        for i in range(20):
+            self.put(src, f"m{i}".encode())
+        d = tempfile.mkdtemp()
+        files = [os.path.join(d, f"w{i}.json") for i in range(2)]
+        procs = [subprocess.Popen([WARREN, "pipe", "--url", URL, "--driver", driver, "--from", src, "--to", "",
+                                   "--routing-key", out, "--exec", "sleep 0.2; cat", "--dead-letter-exchange", "",
+                                   "--dead-letter-routing-key", dlq, "--status", f],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for f, driver in zip(files, ("uv", "asio"))]
+        try:
+            give_up = time.time() + 15
+            seen = [None, None]
+            while time.time() < give_up and not all(s and len(s["workers"]) == 2 for s in seen):
+                for i, f in enumerate(files):
+                    if os.path.exists(f):
+                        with open(f) as fh:
+                            seen[i] = json.load(fh)
+                time.sleep(0.1)
+            names = sorted(f"{os.uname().nodename}:{p.pid}" for p in procs)
+            for s in seen:
+                self.assertIsNotNone(s)
+                self.assertEqual(sorted(w["worker"] for w in s["workers"]), names, s)
+                for w in s["workers"]:
+                    self.assertEqual(w["lease"], src)
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                _, err = p.communicate(timeout=20)
+                self.assertEqual(p.returncode, 0, err)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        finals = []
+        for f in files:
+            with open(f) as fh:
+                finals.append(json.load(fh))
+        self.assertEqual([f["state"] for f in finals], ["stopped", "stopped"])
+        done = sum(f["completed"] for f in finals)
+        self.assertEqual(counts_become(out, (done, 0)), (done, 0))
+        self.assertEqual(counts_become(src, (20 - done, 0)), (20 - done, 0))  # nothing lost, nothing twice
+
+    def test_sigkill_at_random_moments_loses_nothing(self):
+        """Killed with SIGKILL at random moments under load and restarted, warren pipe loses no
+        record: every source message ends confirmed at the destination (at least once; the
+        duplicates are counted) and the source queue ends empty with nothing unacknowledged."""
+        src, out, dlq = self.queue(), self.queue(), self.queue()
+        n = 300
+        for i in range(n):
+            self.put(src, f"m{i}".encode(), message_id=str(i))
+        seed = int(os.environ.get("PIPE_KILL_SEED", "13"))
+        rnd = random.Random(seed)
+        args = ["--from", src, "--to", "", "--routing-key", out, "--exec", "cat", "--concurrency", "4",
+                "--dead-letter-exchange", "", "--dead-letter-routing-key", dlq]
+        kills = 0
+        for round_ in range(6):
+            p = subprocess.Popen([WARREN, "pipe", "--url", URL, "--driver", ("uv", "asio")[round_ % 2], *args],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rnd.uniform(0.2, 0.8))
+            if p.poll() is None:
+                p.kill()
+                kills += 1
+            p.wait(timeout=10)
+        self.assertGreaterEqual(kills, 5, f"seed {seed}")
+        # A last worker finishes what is left, then drains on SIGTERM.
+        p = subprocess.Popen([WARREN, "pipe", "--url", URL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            give_up = time.time() + 90
+            while counts(src) != (0, 0) and time.time() < give_up:
+                time.sleep(0.5)
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(counts(src), (0, 0), f"seed {seed}")
+        got = [props.message_id for props, _ in self.take_all(out)]
+        dead = [props.message_id for props, _ in self.take_all(dlq)]
+        self.assertEqual(dead, [], f"seed {seed}: cat never fails")
+        self.assertEqual(set(got), {str(i) for i in range(n)}, f"seed {seed}: a record was lost")
+        print(f"\n  sigkill soak: seed {seed}, {kills} kills, {n} records, {len(got) - n} delivered twice",
+              file=sys.stderr)
+
+    def test_on_error_requeue_retries_about_once_a_second(self):
+        src, out = self.queue(), self.queue()
+        self.put(src, b"always fails")
+        tries = os.path.join(tempfile.mkdtemp(), "tries")
+        r = pipe("--from", src, "--to", "", "--routing-key", out, "--exec", f"echo x >> {tries}; exit 1",
+                 "--on-error", "requeue", "--timeout", "3")
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stderr.decode().startswith(f"warren: pipe {src}: timed out after 3 s with "), r.stderr)
+        with open(tries) as f:
+            n = len(f.read().split())
+        self.assertGreaterEqual(n, 2)
+        self.assertLessEqual(n, 5)  # not a hot loop
+        self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,491 @@
+// The pipeline's queue transport against the real broker, on both drivers: every settlement
+// mapping counted on the broker (messages_ready / messages_unacknowledged from rabbitmqctl,
+// the dead-letter queue's contents and envelope headers), native DLX, an unroutable
+// destination as the record's error, a failed dead-letter publish requeuing the source, a
+// drain handing back what never started, and a dead channel's deliveries never settled.
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "integration/client_fixture.hpp"
+#include "warren/pipeline/dead_letter.hpp"
+#include "warren/pipeline/queue_pipeline.hpp"
+#include "warren/pipeline/status_board.hpp"
+#include "warren/pipeline/topology.hpp"
+
+namespace warren::test {
+namespace {
+
+using pipeline::Outcome;
+using pipeline::QueuePipeline;
+using pipeline::QueuePipelineOptions;
+using pipeline::Record;
+using pipeline::Stage;
+
+struct Counts {
+  long ready = -1;
+  long unacked = -1;
+  friend bool operator==(const Counts&, const Counts&) = default;
+};
+
+// messages_ready and messages_unacknowledged of one queue, as the broker counts them.
+Counts queue_counts(const std::string& queue) {
+  std::istringstream out(rabbitmqctl("list_queues name messages_ready messages_unacknowledged"));
+  std::string line;
+  Counts c;
+  while (std::getline(out, line)) {  // the first line is the column names
+    std::istringstream fields(line);
+    std::string name;
+    long ready = 0, unacked = 0;
+    if (fields >> name >> ready >> unacked && name == queue) c = {ready, unacked};
+  }
+  return c;
+}
+
+std::string text_value(const wire::FieldTable& t, std::string_view key) {
+  const wire::FieldValue* v = t.find(key);
+  if (!v) return "<absent>";
+  if (auto s = std::get_if<std::string>(&v->value)) return *s;
+  return "<not a string>";
+}
+
+class PipelineSuite : public ClientSuite {
+ protected:
+  client::Channel ch;
+  std::string prefix;
+
+  void SetUp() override {
+    ClientSuite::SetUp();
+    ch = open();
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '-');
+    prefix = "pipe-" + name + "-";
+  }
+  void TearDown() override {
+    for (const auto& q : declared_) {
+      auto c = open();
+      (void)wait<std::uint32_t>([&](auto done) { c.queue_delete({.queue = q}, done); });
+    }
+    ClientSuite::TearDown();
+  }
+  std::string queue(const std::string& suffix, wire::FieldTable arguments = {}) {
+    std::string name = prefix + suffix;
+    auto q = wait<client::QueueDeclared>(
+        [&](auto done) { ch.queue_declare({.name = name, .arguments = std::move(arguments)}, done); });
+    if (!q) throw std::runtime_error("declare " + name + ": " + q.error().to_string());
+    (void)wait<std::uint32_t>([&](auto done) { ch.queue_purge({.queue = name}, done); });
+    declared_.push_back(name);
+    return name;
+  }
+  void put(const std::string& q, std::string_view body, client::Properties props = {}) {
+    ASSERT_EQ(confirm_publish(ch, {.routing_key = q, .properties = props}, text(body)), "confirmed");
+  }
+  void confirm_mode() { ASSERT_TRUE(wait<void>([&](auto done) { ch.confirm_select(done); })); }
+  std::optional<std::optional<std::string>> stopped;  // what on_stopped said, once it did
+  std::shared_ptr<QueuePipeline> start(QueuePipelineOptions o, std::vector<Stage> stages) {
+    o.on_stopped = [this](const std::optional<std::string>& why) { stopped = why; };
+    std::optional<Result<void>> ready;
+    auto p = QueuePipeline::start(conn, std::move(o), std::move(stages), [&](Result<void> r) { ready.emplace(r); });
+    if (!loop.run_until([&] { return ready.has_value(); })) throw std::runtime_error("pipeline start timed out");
+    if (!*ready) throw std::runtime_error("pipeline start: " + ready->error().to_string());
+    return p;
+  }
+  // Waits until the broker counts `expected` for the queue (its counters settle shortly after).
+  Counts counts_become(const std::string& q, Counts expected) {
+    Counts c;
+    for (int i = 0; i < 8; ++i) {  // rabbitmqctl takes a second or two per call
+      loop.run_until([] { return false; }, std::chrono::milliseconds(i ? 300 : 20));
+      c = queue_counts(q);
+      if (c == expected) break;
+    }
+    return c;
+  }
+  std::optional<client::Message> get(const std::string& q) {
+    auto m = wait<std::optional<client::Message>>([&](auto done) { ch.get({.queue = q, .auto_ack = true}, done); });
+    if (!m) throw std::runtime_error("get: " + m.error().to_string());
+    return std::move(*m);
+  }
+  bool settled(const QueuePipeline& p, std::uint64_t n) {
+    auto s = p.status();
+    return s.completed + s.skipped + s.dead_lettered + s.failed + s.dropped >= n && s.in_flight == 0;
+  }
+
+ private:
+  std::vector<std::string> declared_;
+};
+
+TEST_P(PipelineSuite, NegotiatedFrameMaxIsVisibleOnTheConnection) {
+  EXPECT_EQ(conn->frame_max_bytes(), 131072u);  // the broker's proposal, taken as it is
+}
+
+TEST_P(PipelineSuite, CompletedAndSkippedAreAckedAndTheDestinationKeepsTypedHeaders) {
+  const auto src = queue("src"), out = queue("out");
+  confirm_mode();
+  for (int i = 0; i < 10; ++i) {
+    wire::FieldTable h{{"n", std::int32_t{i}}, {"big", std::int64_t{1} << 40}, {"flag", true},
+                       {"at", wire::Timestamp{1700000000}}, {"nested", wire::FieldTable{{"k", "v"}}}};
+    put(src, "m" + std::to_string(i),
+        {.content_type = "text/plain", .headers = h, .delivery_mode = client::persistent, .message_id = "id" + std::to_string(i)});
+  }
+  auto p = start({.core = {.name = "pass", .concurrency = 4},
+                  .source = {.queue = src},
+                  .destination = pipeline::DestinationOptions{.exchange = "", .routing_key = out}},
+                 {Stage::sync([](Record& r) {
+                   const auto n = std::get<std::int32_t>(r.headers.find("n")->value);
+                   if (n % 2) return pipeline::Verdict::skip;
+                   r.body += "!";
+                   return pipeline::Verdict::next;
+                 })});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 10); }));
+  auto s = p->status();
+  EXPECT_EQ(s.completed, 5u);
+  EXPECT_EQ(s.skipped, 5u);
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
+  EXPECT_EQ(counts_become(out, {5, 0}), (Counts{5, 0}));
+  auto m = get(out);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->body_text(), "m0!");
+  EXPECT_EQ(m->properties().content_type.value_or(""), "text/plain");
+  EXPECT_EQ(m->properties().message_id.value_or(""), "id0");
+  EXPECT_EQ(m->properties().delivery_mode.value_or(0), client::persistent);
+  auto h = m->headers();
+  ASSERT_TRUE(h);
+  EXPECT_EQ(*h->find("n"), wire::FieldValue(std::int32_t{0}));
+  EXPECT_EQ(*h->find("big"), wire::FieldValue(std::int64_t{1} << 40));
+  EXPECT_EQ(*h->find("flag"), wire::FieldValue(true));
+  EXPECT_EQ(*h->find("at"), wire::FieldValue(wire::Timestamp{1700000000}));
+  EXPECT_EQ(*h->find("nested"), wire::FieldValue(wire::FieldTable{{"k", "v"}}));
+}
+
+TEST_P(PipelineSuite, DeadLetteredIsPublishedWithItsEnvelopeThenAcked) {
+  const auto src = queue("src"), dlq = queue("dlq");
+  confirm_mode();
+  wire::FieldTable h{{"tenant", std::int32_t{7}}};
+  put(src, "short", {.headers = h});
+  put(src, "long", {.headers = h});
+  auto p = start({.core = {.name = "billing"},
+                  .source = {.queue = src},
+                  .dead_letter = pipeline::DeadLetterOptions{.exchange = "", .routing_key = dlq}},
+                 {Stage::sync([](Record& r) {
+                   if (r.body == "short") throw std::runtime_error("bad amount");
+                   throw std::length_error(std::string(300000, 'e'));  // far over one frame
+                 })});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 2); }));
+  EXPECT_EQ(p->status().dead_lettered, 2u);
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
+  EXPECT_EQ(counts_become(dlq, {2, 0}), (Counts{2, 0}));
+  for (int i = 0; i < 2; ++i) {
+    auto m = get(dlq);
+    ASSERT_TRUE(m);
+    auto e = m->headers();
+    ASSERT_TRUE(e);
+    EXPECT_EQ(*e->find("tenant"), wire::FieldValue(std::int32_t{7}));
+    EXPECT_EQ(text_value(*e, pipeline::envelope::original_exchange), "");
+    EXPECT_EQ(text_value(*e, pipeline::envelope::original_routing_key), src);
+    EXPECT_EQ(text_value(*e, pipeline::envelope::pipeline), "billing");
+    EXPECT_EQ(*e->find(pipeline::envelope::attempt), wire::FieldValue(std::int64_t{1}));
+    ASSERT_NE(e->find(pipeline::envelope::failed_at), nullptr);
+    if (m->body_text() == "short") {
+      EXPECT_EQ(text_value(*e, pipeline::envelope::error_type), "std::runtime_error");
+      EXPECT_EQ(text_value(*e, pipeline::envelope::error_message), "bad amount");
+    } else {
+      EXPECT_EQ(m->body_text(), "long");
+      EXPECT_EQ(text_value(*e, pipeline::envelope::error_type), "std::length_error");
+      const auto cut = text_value(*e, pipeline::envelope::error_message);
+      EXPECT_LT(cut.size(), 131072u);
+      EXPECT_GT(cut.size(), 100000u);
+      EXPECT_TRUE(cut.ends_with("..."));
+    }
+  }
+}
+
+TEST_P(PipelineSuite, NativeDeadLetteringNacksWithoutRequeueToTheQueuesDlx) {
+  const auto dlq = queue("dlq");
+  const auto src = queue("src", {{"x-dead-letter-exchange", ""}, {"x-dead-letter-routing-key", dlq}});
+  confirm_mode();
+  put(src, "bad");
+  put(src, "good");
+  auto p = start({.source = {.queue = src}, .native_dead_letter = true}, {Stage::sync([](Record& r) {
+                   if (r.body == "bad") throw std::runtime_error("no");
+                 })});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 2); }));
+  EXPECT_EQ(p->status().dead_lettered, 1u);
+  EXPECT_EQ(p->status().completed, 1u);
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
+  EXPECT_EQ(counts_become(dlq, {1, 0}), (Counts{1, 0}));
+  auto m = get(dlq);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->body_text(), "bad");
+  auto h = m->headers();
+  ASSERT_TRUE(h);
+  EXPECT_NE(h->find("x-death"), nullptr) << "the broker's own dead-lettering";
+}
+
+TEST_P(PipelineSuite, ARequeuedFailureCanBeRejectedInstead) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "a");
+  put(src, "b");
+  auto p = start({.core = {.on_error = [](const Record&, const pipeline::RecordError&) { return Outcome::requeued; }},
+                  .source = {.queue = src},
+                  .on_requeued = pipeline::FailureSettle::reject},
+                 {Stage::sync([](Record&) { throw std::runtime_error("no"); })});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 2); }));
+  EXPECT_EQ(p->status().failed, 2u);
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));  // rejected without requeue: gone
+}
+
+TEST_P(PipelineSuite, StopRequeuesTheRecordAndDrains) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "poison");
+  auto p = start({.core = {.on_error = [](const Record&, const pipeline::RecordError&) { return Outcome::stop; }},
+                  .source = {.queue = src}},
+                 {Stage::sync([](Record&) { throw std::runtime_error("stop here"); })});
+  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }));
+  ASSERT_TRUE(stopped->has_value());
+  EXPECT_EQ(**stopped, "stop: std::runtime_error: stop here");
+  EXPECT_EQ(p->status().state, pipeline::State::stopped);
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // nacked with requeue: back in the queue
+}
+
+TEST_P(PipelineSuite, RethrowEndsThePipelineWithTheErrorAndRequeues) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "x");
+  auto p = start({.core = {.on_error = [](const Record&, const pipeline::RecordError&) { return Outcome::rethrow; }},
+                  .source = {.queue = src}},
+                 {Stage::sync([](Record&) { throw std::logic_error("bug"); })});
+  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }));
+  EXPECT_EQ(stopped->value_or(""), "rethrow: std::logic_error: bug");
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));
+}
+
+TEST_P(PipelineSuite, AnUnroutableDestinationIsTheRecordsError) {
+  const auto src = queue("src"), dlq = queue("dlq");
+  const std::string nowhere = prefix + "nowhere";
+  ASSERT_TRUE(wait<void>([&](auto done) { ch.exchange_declare({.name = nowhere, .auto_delete = false}, done); }));
+  confirm_mode();
+  put(src, "lost?");
+  auto p = start({.source = {.queue = src},
+                  .destination = pipeline::DestinationOptions{.exchange = nowhere, .routing_key = "none"},
+                  .dead_letter = pipeline::DeadLetterOptions{.routing_key = dlq}},
+                 {});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 1); }));
+  EXPECT_EQ(p->status().completed, 0u);
+  EXPECT_EQ(p->status().dead_lettered, 1u);
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
+  auto m = get(dlq);
+  ASSERT_TRUE(m);
+  auto e = m->headers();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(text_value(*e, pipeline::envelope::error_type), "warren::publish");
+  EXPECT_NE(text_value(*e, pipeline::envelope::error_message).find("312"), std::string::npos)
+      << text_value(*e, pipeline::envelope::error_message);
+  (void)wait<void>([&](auto done) { ch.exchange_delete({.name = nowhere}, done); });
+}
+
+TEST_P(PipelineSuite, AFailedDeadLetterPublishRequeuesTheSource) {
+  const auto src = queue("src");
+  const std::string nowhere = prefix + "dlx-nowhere";  // an exchange no queue is bound to
+  ASSERT_TRUE(wait<void>([&](auto done) { ch.exchange_declare({.name = nowhere}, done); }));
+  confirm_mode();
+  put(src, "keep me");
+  auto p = start({.source = {.queue = src}, .dead_letter = pipeline::DeadLetterOptions{.exchange = nowhere}},
+                 {Stage::sync([](Record&) { throw std::runtime_error("fails"); })});
+  // The record comes back and fails again; after the first failed dead-letter, drain.
+  ASSERT_TRUE(loop.run_until([&] { return p->status().failed >= 1; }));
+  p->drain(std::chrono::seconds(5), nullptr);
+  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }));
+  EXPECT_EQ(p->status().dead_lettered, 0u);
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // requeued, never acked
+  (void)wait<void>([&](auto done) { ch.exchange_delete({.name = nowhere}, done); });
+}
+
+TEST_P(PipelineSuite, DrainRequeuesWhatNeverStartedAndFinishesWhatIsInFlight) {
+  const auto src = queue("src"), out = queue("out");
+  confirm_mode();
+  for (int i = 0; i < 5; ++i) put(src, std::to_string(i));
+  std::vector<pipeline::StageDone> held;
+  auto p = start({.core = {.concurrency = 1},
+                  .source = {.queue = src, .prefetch = 5},
+                  .destination = pipeline::DestinationOptions{.routing_key = out}},
+                 {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
+  ASSERT_TRUE(loop.run_until([&] { return p->status().in_flight == 5; }));
+  ASSERT_EQ(held.size(), 1u);
+  bool drained = false;
+  p->drain(std::chrono::seconds(5), [&](Result<void>) { drained = true; });
+  EXPECT_EQ(p->status().state, pipeline::State::draining);
+  EXPECT_EQ(p->status().in_flight, 1u);  // the four that never started went back at once
+  EXPECT_EQ(counts_become(src, {4, 1}), (Counts{4, 1}));
+  held[0]({});
+  ASSERT_TRUE(loop.run_until([&] { return drained; }));
+  EXPECT_EQ(p->status().state, pipeline::State::stopped);
+  EXPECT_EQ(p->status().completed, 1u);
+  EXPECT_EQ(held.size(), 1u);
+  EXPECT_EQ(counts_become(src, {4, 0}), (Counts{4, 0}));
+  EXPECT_EQ(counts_become(out, {1, 0}), (Counts{1, 0}));
+}
+
+TEST_P(PipelineSuite, ADeadChannelsDeliveryIsNeverSettledOnAnother) {
+  // A connection the broker can pick out by name: only this one is closed under the record.
+  const std::string name = prefix + "victim";
+  close(*conn);
+  client::ClientOptions named;
+  named.engine.connection_name = name;
+  conn = connect("", named);
+  ch = open();
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "held");
+  std::vector<pipeline::StageDone> held;
+  auto p = start({.source = {.queue = src}},
+                 {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
+  ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
+  // The source channel dies under the held record: the broker closes its connection, so its
+  // deliveries belong to a dead channel.
+  std::istringstream rows(rabbitmqctl("list_connections pid client_properties"));
+  std::string row;
+  int closed = 0;
+  while (std::getline(rows, row))
+    if (row.find("\"" + name + "\"") != std::string::npos) {
+      (void)rabbitmqctl("close_connection '" + row.substr(0, row.find('\t')) + "' test");
+      ++closed;
+    }
+  ASSERT_EQ(closed, 1);
+  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }))
+      << "state " << pipeline::to_string(p->status().state) << ", connection open " << conn->is_open();
+  held[0]({});
+  EXPECT_EQ(p->status().dropped, 1u);
+  EXPECT_EQ(p->status().completed, 0u);
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // the broker requeued it
+  conn = connect();  // for the queue's deletion
+  ch = open();
+}
+
+TEST_P(PipelineSuite, VerifyNamesEveryMissingOrMismatchedObjectAndKeepsTheConnection) {
+  const auto existing = queue("existing");  // no arguments
+  const std::string gone_exchange = prefix + "no-exchange", gone_queue = prefix + "no-queue";
+  pipeline::Topology t{.exchanges = {{.name = gone_exchange, .type = "topic"}},
+                       .queues = {{.name = gone_queue},
+                                  {.name = existing, .durable = false, .arguments = {{"x-max-length", 10}}}}};
+  auto r = wait<void>([&](auto done) { pipeline::verify_topology(conn, t, {}, done); });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, make_error_code(errc::not_found));
+  const std::string text = r.error().to_string();
+  EXPECT_NE(text.find("missing exchange '" + gone_exchange + "', queue '" + gone_queue + "'"), std::string::npos) << text;
+  EXPECT_NE(text.find("mismatched queue '" + existing + "' (precondition failed (406)"), std::string::npos) << text;
+  EXPECT_NE(text.find("x-max-length"), std::string::npos) << text;
+  EXPECT_TRUE(conn->is_open());
+  EXPECT_TRUE(ch.is_open());
+  // The checks created nothing.
+  auto probe = open();
+  auto q = wait<client::QueueDeclared>([&](auto done) { probe.queue_declare({.name = gone_queue, .passive = true}, done); });
+  ASSERT_FALSE(q);
+  EXPECT_EQ(q.error().reply_code, 404);
+}
+
+TEST_P(PipelineSuite, DeclareBuildsTheTopologyAndVerifyThenPasses) {
+  const std::string ex = prefix + "ex", q = prefix + "q", dlq = prefix + "dlq";
+  pipeline::Topology t{
+      .exchanges = {{.name = ex, .type = "topic", .durable = false}},
+      .queues = {{.name = dlq, .durable = false},
+                 {.name = q, .durable = false, .arguments = {{"x-dead-letter-exchange", ""}, {"x-dead-letter-routing-key", dlq}}}},
+      .bindings = {{.queue = q, .exchange = ex, .routing_key = "orders.#"}}};
+  auto declared = wait<void>([&](auto done) { pipeline::declare_topology(conn, t, done); });
+  ASSERT_TRUE(declared) << declared.error().to_string();
+  auto verified = wait<void>([&](auto done) { pipeline::verify_topology(conn, t, {}, done); });
+  EXPECT_TRUE(verified) << verified.error().to_string();
+  confirm_mode();
+  EXPECT_EQ(confirm_publish(ch, {.exchange = ex, .routing_key = "orders.eu", .mandatory = true}, text("routed")), "confirmed");
+  EXPECT_EQ(counts_become(q, {1, 0}), (Counts{1, 0}));
+  for (const auto& name : {q, dlq}) (void)wait<std::uint32_t>([&](auto done) { ch.queue_delete({.queue = name}, done); });
+  (void)wait<void>([&](auto done) { ch.exchange_delete({.name = ex}, done); });
+}
+
+TEST_P(PipelineSuite, ADeliveryHeldTooLongIsReportedBeforeTheConsumerTimeout) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "slow");
+  std::vector<pipeline::StageDone> held;
+  std::vector<std::uint64_t> reported;
+  auto p = start({.source = {.queue = src},
+                  .slow_delivery_warning = std::chrono::milliseconds(300),
+                  .on_slow_delivery = [&](std::uint64_t tag, engine::Duration held_for) {
+                    EXPECT_GE(held_for, std::chrono::milliseconds(300));
+                    reported.push_back(tag);
+                  }},
+                 {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
+  ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
+  EXPECT_TRUE(reported.empty());
+  ASSERT_TRUE(loop.run_until([&] { return !reported.empty(); }, std::chrono::seconds(3)));
+  loop.run_until([] { return false; }, std::chrono::milliseconds(500));
+  EXPECT_EQ(reported.size(), 1u) << "reported once";
+  EXPECT_EQ(p->status().slow, 1u);
+  held[0]({});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 1); }));
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
+}
+
+TEST_P(PipelineSuite, WorkersOfOnePipelineSeeEachOthersStatusAndForgetTheSilent) {
+  auto other_conn = connect();
+  const std::string q = prefix + "leased";
+  pipeline::Status a{.pipeline = "board", .queue = q, .state = pipeline::State::running, .completed = 3};
+  pipeline::Status b{.pipeline = "board", .queue = q, .state = pipeline::State::draining, .in_flight = 2};
+  pipeline::Status elsewhere{.pipeline = "board", .queue = q + "-other", .state = pipeline::State::running};
+  auto start_board = [&](std::shared_ptr<client::Connection> c, std::string worker, pipeline::Status* s) {
+    auto r = std::make_shared<std::optional<Result<void>>>();
+    auto board = pipeline::StatusBoard::start(c, {.worker = std::move(worker), .interval = std::chrono::milliseconds(100)},
+                                              [s] { return *s; }, [r](Result<void> x) { r->emplace(x); });
+    EXPECT_TRUE(loop.run_until([&] { return r->has_value(); }));
+    EXPECT_TRUE(r->has_value() && r->value().ok());
+    return board;
+  };
+  auto board_a = start_board(conn, "a", &a);
+  auto board_b = start_board(other_conn, "b", &b);
+  auto board_c = start_board(other_conn, "c", &elsewhere);  // another queue: another pipeline
+  ASSERT_TRUE(loop.run_until([&] { return board_a->workers().size() == 2 && board_b->workers().size() == 2; }));
+  auto seen = board_a->workers();
+  EXPECT_EQ(seen[0].worker, "a");
+  EXPECT_EQ(seen[1].worker, "b");
+  EXPECT_EQ(seen[1].status.queue, q);
+  EXPECT_EQ(seen[1].status.state, pipeline::State::draining);
+  EXPECT_EQ(seen[1].status.in_flight, 2u);
+  EXPECT_EQ(board_b->workers()[0].status.completed, 3u);
+  EXPECT_EQ(board_c->workers().size(), 1u);
+  // b stops: its last report says so; then it falls silent and is forgotten.
+  b.state = pipeline::State::stopped;
+  board_b->stop();
+  ASSERT_TRUE(loop.run_until([&] {
+    auto w = board_a->workers();
+    return w.size() == 2 && w[1].status.state == pipeline::State::stopped;
+  }));
+  ASSERT_TRUE(loop.run_until([&] { return board_a->workers().size() == 1; }, std::chrono::seconds(3)));
+  close(*other_conn);
+}
+
+TEST_P(PipelineSuite, ARequeueDelayKeepsAnAlwaysFailingRecordOutOfAHotLoop) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "poison");
+  std::uint64_t tries = 0;
+  auto p = start({.core = {.on_error = [](const Record&, const pipeline::RecordError&) { return Outcome::requeued; }},
+                  .source = {.queue = src},
+                  .requeue_delay = std::chrono::milliseconds(250),
+                  .on_outcome = [&](const Record&, const pipeline::Finished&) { ++tries; }},
+                 {Stage::sync([](Record&) { throw std::runtime_error("always"); })});
+  loop.run_until([] { return false; }, std::chrono::milliseconds(1000));
+  // One try per 250 ms (plus the first), not thousands.
+  EXPECT_GE(tries, 2u);
+  EXPECT_LE(tries, 6u);
+  EXPECT_EQ(queue_counts(src), (Counts{0, 1}));  // held, unacked, while it waits
+  bool drained = false;
+  p->drain(std::chrono::seconds(5), [&](Result<void>) { drained = true; });
+  ASSERT_TRUE(loop.run_until([&] { return drained; }));
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // the drain sent the held requeue at once
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, PipelineSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
+
+}  // namespace
+}  // namespace warren::test

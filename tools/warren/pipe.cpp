@@ -1,0 +1,287 @@
+// warren pipe: a pipeline from a queue to an exchange through a shell command. Each message's
+// body goes to `/bin/sh -c CMD` on standard input; its standard output is published
+// (confirmed, mandatory) with the source's headers and properties. A failure (non-zero exit,
+// failed publish) is handled by --on-error. Built on patterns/pipeline's QueuePipeline.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "commands.hpp"
+#include "message_json.hpp"
+#include "shell_command.hpp"
+#include "warren/pipeline/queue_pipeline.hpp"
+#include "warren/pipeline/status_board.hpp"
+#include "warren/pipeline/topology.hpp"
+
+namespace warren::cli {
+namespace {
+
+std::atomic<bool> stop_asked{false};
+extern "C" void on_stop_signal(int) { stop_asked.store(true); }
+
+struct PipeArgs {
+  Common common;
+  std::string from, to, exec;
+  std::optional<std::string> routing_key;
+  std::size_t concurrency = 1;
+  std::string on_error = "dead-letter";
+  std::optional<std::string> dead_letter_exchange;
+  std::string dead_letter_routing_key;
+  bool native_dlx = false;
+  bool declare = false, verify = false;
+  std::uint64_t count = 0;
+  std::string status_file;
+  std::optional<double> timeout_s;
+};
+
+constexpr auto drain_deadline = std::chrono::seconds(30);
+
+class PipeJob final : public Job {
+ public:
+  explicit PipeJob(std::shared_ptr<PipeArgs> args)
+      : Job(args->common), args_(std::move(args)), workers_(args_->concurrency ? args_->concurrency : 1) {}
+  ~PipeJob() override { kill_running_commands(); }
+
+  // The last status, saying `stopped`, once the run is over.
+  void write_final_status() {
+    if (!pipeline_) return;
+    last_ = pipeline_->status();
+    last_.state = pipeline::State::stopped;
+    write_status();
+  }
+
+ private:
+  Result<void> validate() override {
+    if (args_->timeout_s)
+      if (auto ok = check_timeout_seconds(*args_->timeout_s); !ok.ok()) return ok;
+    if (args_->concurrency == 0 || args_->concurrency > 65535)
+      return make_error(errc::invalid_argument, "--concurrency must be between 1 and 65535");
+    if (args_->declare && args_->verify) return make_error(errc::invalid_argument, "--declare and --verify exclude each other");
+    if (args_->native_dlx && args_->dead_letter_exchange)
+      return make_error(errc::invalid_argument, "--native-dlx and --dead-letter-exchange exclude each other");
+    if (args_->on_error == "dead-letter" && !args_->native_dlx && !args_->dead_letter_exchange)
+      return make_error(errc::invalid_argument,
+                        "--on-error dead-letter needs --dead-letter-exchange or --native-dlx (the queue's own x-dead-letter-exchange)");
+    return {};
+  }
+
+  void start() override {
+    channel_.close([](Result<void>) {});  // the pipeline opens its own channels
+    if (!args_->declare && !args_->verify) return start_pipeline();
+    // What the command line names: the source queue, the destination and dead-letter exchanges
+    // (the default exchange always exists). Their settings beyond the name are not known, so
+    // --verify checks existence and --declare uses the defaults (durable queue, durable direct
+    // exchange); an existing object declared otherwise is a 406, named.
+    pipeline::Topology t;
+    t.queues.push_back({.name = args_->from});
+    if (!args_->to.empty()) t.exchanges.push_back({.name = args_->to});
+    if (args_->dead_letter_exchange && !args_->dead_letter_exchange->empty() && *args_->dead_letter_exchange != args_->to)
+      t.exchanges.push_back({.name = *args_->dead_letter_exchange});
+    auto then = [this](Result<void> r) {
+      if (!r) return fail("pipe " + args_->from, r.error());
+      start_pipeline();
+    };
+    if (args_->declare) pipeline::declare_topology(conn_, t, then);
+    else pipeline::verify_topology(conn_, t, {.compare_settings = false}, then);
+  }
+
+  void start_pipeline() {
+    pipeline::QueuePipelineOptions o;
+    o.core.name = "warren pipe";
+    o.core.concurrency = args_->concurrency;
+    const std::string policy = args_->on_error;
+    o.core.on_error = [policy](const pipeline::Record&, const pipeline::RecordError&) {
+      if (policy == "skip") return pipeline::Outcome::skipped;
+      if (policy == "stop") return pipeline::Outcome::stop;
+      if (policy == "requeue") return pipeline::Outcome::requeued;
+      return pipeline::Outcome::dead_lettered;
+    };
+    o.source.queue = args_->from;
+    o.source.limit = args_->count;
+    auto prefetch = std::min<std::uint64_t>(args_->concurrency, args_->count ? args_->count : 65535);
+    o.source.prefetch = static_cast<std::uint16_t>(prefetch);
+    pipeline::DestinationOptions d{.exchange = args_->to};
+    if (args_->routing_key) d.routing_key = *args_->routing_key;
+    else d.route = [](const pipeline::Record& r) { return r.metadata.routing_key; };
+    o.destination = std::move(d);
+    if (args_->dead_letter_exchange)
+      o.dead_letter = pipeline::DeadLetterOptions{.exchange = *args_->dead_letter_exchange,
+                                                  .routing_key = args_->dead_letter_routing_key};
+    o.native_dead_letter = args_->native_dlx;
+    // --on-error requeue: a record that always fails comes back once a second, not in a hot loop.
+    o.requeue_delay = std::chrono::seconds(1);
+
+    auto& drv = driver();
+    const std::string command = args_->exec;
+    std::vector<pipeline::Stage> stages{
+        pipeline::Stage::offload(workers_, [&drv](std::function<void()> fn) { drv.post(std::move(fn)); },
+                                 [command](pipeline::Record& r) {
+                                   r.body = run_shell(command, r.body);
+                                   return pipeline::Verdict::next;
+                                 })};
+    o.on_outcome = [this](const pipeline::Record&, const pipeline::Finished&) {
+      if (args_->count && ++outcomes_ == args_->count) drain();
+    };
+    o.on_stopped = [this](const std::optional<std::string>& failure) {
+      stop_timers();
+      if (board_) board_->stop();  // the others see this worker stopped
+      last_ = pipeline_->status();
+      write_status();
+      if (failure) return fail_text("pipe " + args_->from, *failure);
+      finish();
+    };
+    pipeline_ = pipeline::QueuePipeline::start(conn_, std::move(o), std::move(stages), [this](Result<void> r) {
+      if (!r) return fail("pipe " + args_->from, r.error());
+      write_status();
+      if (args_->status_file.empty()) return;
+      // Workers of this pipeline (this name on this queue) see each other through the broker.
+      board_ = pipeline::StatusBoard::start(conn_, {.worker = worker_name()}, [this] { return pipeline_->status(); },
+                                            [this](Result<void> b) {
+                                              if (!b) fail("pipe " + args_->from + ": status board", b.error());
+                                            });
+    });
+
+    ::signal(SIGPIPE, SIG_IGN);  // a command that exits before reading its input ends a write, not warren
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    tick_ = driver().timer([this] { tick(); });
+    tick_->arm(driver().now() + std::chrono::milliseconds(100));
+    if (args_->timeout_s) {
+      deadline_ = driver().timer([this] { timed_out(); });
+      deadline_->arm(started_ + from_seconds(*args_->timeout_s));
+    }
+  }
+
+  void drain() {
+    if (draining_) return;
+    draining_ = true;
+    pipeline_->drain(drain_deadline, nullptr);  // on_stopped ends the run
+  }
+
+  // Asio's timers keep its loop running: a run that is over must not leave one armed.
+  static std::string worker_name() {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return std::string(host) + ":" + std::to_string(::getpid());
+  }
+
+  void stop_timers() {
+    if (board_) board_->stop();
+    if (tick_) tick_->cancel();
+    if (deadline_) deadline_->cancel();
+  }
+
+  void tick() {
+    if (!conn_ || !conn_->is_open()) return stop_timers();  // the run is over
+    if (stop_asked.load()) drain();
+    if (pipeline_ && driver().now() >= next_status_) {
+      last_ = pipeline_->status();
+      write_status();
+      next_status_ = driver().now() + std::chrono::seconds(1);
+    }
+    tick_->arm(driver().now() + std::chrono::milliseconds(100));
+  }
+
+  void timed_out() {
+    if (failed()) return;
+    stop_timers();
+    kill_running_commands();
+    std::string why = "timed out after " + seconds_text(*args_->timeout_s) + " s with " + std::to_string(outcomes_) + " record(s)";
+    if (args_->count) why += " of " + std::to_string(args_->count);
+    fail_text("pipe " + args_->from, why);
+  }
+
+  void write_status() {
+    if (args_->status_file.empty()) return;
+    if (pipeline_ && last_.state != pipeline::State::stopped) last_ = pipeline_->status();
+    Json workers = Json::array();
+    if (board_)
+      for (const auto& w : board_->workers()) {
+        const bool me = w.worker == worker_name();
+        workers.push_back({{"worker", w.worker},
+                           {"state", pipeline::to_string(me ? last_.state : w.status.state)},
+                           {"lease", w.status.queue},
+                           {"in_flight", me ? last_.in_flight : w.status.in_flight},
+                           {"completed", me ? last_.completed : w.status.completed},
+                           {"dead_lettered", me ? last_.dead_lettered : w.status.dead_lettered},
+                           {"failed", me ? last_.failed : w.status.failed}});
+      }
+    Json j{{"pipeline", last_.pipeline},
+           {"worker", worker_name()},
+           {"state", pipeline::to_string(last_.state)},
+           {"lease", {{"queue", args_->from}, {"observational", true}}},
+           {"in_flight", last_.in_flight},
+           {"completed", last_.completed},
+           {"skipped", last_.skipped},
+           {"dead_lettered", last_.dead_lettered},
+           {"failed", last_.failed},
+           {"dropped", last_.dropped},
+           {"slow", last_.slow},
+           {"workers", std::move(workers)},
+           {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count()}};
+    // Replaced atomically: a reader sees the old file or the new one, never half of one.
+    const std::string tmp = args_->status_file + ".tmp." + std::to_string(::getpid());
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << j.dump() << '\n';
+      if (!f) return;
+    }
+    std::rename(tmp.c_str(), args_->status_file.c_str());
+  }
+
+  std::shared_ptr<PipeArgs> args_;
+  pipeline::WorkerPool workers_;
+  std::shared_ptr<pipeline::QueuePipeline> pipeline_;
+  std::shared_ptr<pipeline::StatusBoard> board_;
+  pipeline::Status last_;
+  std::unique_ptr<client::Timer> tick_, deadline_;
+  engine::Instant started_ = std::chrono::steady_clock::now();
+  engine::Instant next_status_{};
+  std::uint64_t outcomes_ = 0;
+  bool draining_ = false;
+};
+
+}  // namespace
+
+void add_pipe(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<PipeArgs>();
+  auto* cmd = app.add_subcommand("pipe", "run each message of a queue through a shell command and publish its output");
+  add_common_options(*cmd, args->common);
+  cmd->add_option("--from", args->from, "the source queue (manual acks)")->required();
+  cmd->add_option("--to", args->to, "the destination exchange (\"\" is the default exchange)")->required();
+  cmd->add_option("--routing-key", args->routing_key, "the destination routing key (default: the source message's)");
+  cmd->add_option("--exec", args->exec, "run by /bin/sh -c with the body on standard input; its output is published")
+      ->required();
+  cmd->add_option("--concurrency", args->concurrency, "records in flight at once (default 1)");
+  cmd->add_option("--on-error", args->on_error, "what a failed record becomes (default dead-letter)")
+      ->check(CLI::IsMember({"dead-letter", "skip", "stop", "requeue"}));
+  cmd->add_option("--dead-letter-exchange", args->dead_letter_exchange, "where failed records are published, with an envelope");
+  cmd->add_option("--dead-letter-routing-key", args->dead_letter_routing_key,
+                  "the dead-letter routing key (default: the source message's)");
+  cmd->add_flag("--native-dlx", args->native_dlx, "failed records are rejected to the queue's own x-dead-letter-exchange");
+  cmd->add_flag("--declare", args->declare,
+                "declare the source queue (durable) and the exchanges named (durable, direct) before starting");
+  cmd->add_flag("--verify", args->verify,
+                "check that the source queue and the exchanges named exist; exit 1 naming every missing one");
+  cmd->add_option("--count", args->count, "exit 0 once this many records reached an outcome");
+  cmd->add_option("--status", args->status_file, "write the worker's status as JSON to FILE every second")->type_name("FILE");
+  cmd->add_option("--timeout", args->timeout_s, "exit 1 when this many seconds pass first (counted from the start)");
+  cmd->callback([&run, args] {
+    run = [args] {
+      PipeJob job(args);
+      int code = job.run();
+      job.write_final_status();
+      return code;
+    };
+  });
+}
+
+}  // namespace warren::cli
