@@ -351,6 +351,13 @@ TEST_P(ChannelApi, a_message_moved_to_another_thread_is_acked_from_there) {
   EXPECT_TRUE(counts_become(q, "0 0")) << counts(q);
 }
 
+TEST_P(ChannelApi, the_connection_reports_the_negotiated_frame_max) {
+  EXPECT_EQ(conn->frame_max_bytes(), 131072u);  // the broker's default and ours
+  auto small = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f?frame_max=8192");
+  EXPECT_EQ(small->frame_max_bytes(), 8192u);
+  close(*small);
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, ChannelApi, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
 
 }  // namespace

@@ -81,6 +81,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // Output (and publishes waiting on a blocked connection) over the limit: pause publishing
   // until on_writable.
   [[nodiscard]] bool congested() const noexcept { return engine_ && engine_->congested(); }
+  // The frame size both sides agreed on in connection.tune (0 before the handshake): a
+  // content header, properties and headers included, must fit one frame of this size.
+  [[nodiscard]] std::uint32_t frame_max_bytes() const noexcept { return engine_ ? engine_->frame_max_bytes() : 0; }
   [[nodiscard]] const Endpoint& endpoint() const { return url_.endpoints[endpoint_index_]; }
   [[nodiscard]] Driver& driver() const noexcept { return driver_; }  // the loop this connection runs on
 
