@@ -19,5 +19,6 @@ void add_consume(CLI::App& app, Runner& run);
 void add_topology(CLI::App& app, Runner& run);  // declare, bind, delete
 void add_rpc(CLI::App& app, Runner& run);
 void add_perf(CLI::App& app, Runner& run);
+void add_work(CLI::App& app, Runner& run);  // work put, work run
 
 }  // namespace warren::cli

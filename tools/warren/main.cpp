@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   warren::cli::add_topology(app, run);
   warren::cli::add_rpc(app, run);
   warren::cli::add_perf(app, run);
+  warren::cli::add_work(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
