@@ -4,7 +4,7 @@
 // unacked message redelivered after its connection dies; an inbox, a service group of two
 // competing members, a send to nobody failing; a 406 on one channel leaving the layer
 // working, a queue deleted under a member subscribed again (logged once), close() releasing
-// the layer's channels but not the connection.
+// the layer's channels but not the connection; a user allowed only the prefix's names.
 #include <map>
 #include <set>
 
@@ -331,6 +331,47 @@ TEST_P(MessagingBroker, a_group_queue_deleted_under_its_member_is_subscribed_aga
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->consumer_count, 0u);
   (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".group.svc"}, d); });
+}
+
+TEST_P(MessagingBroker, a_user_allowed_only_the_prefix_names_can_use_every_pattern) {
+  const std::string user = prefix + "-user";
+  rabbitmqctl("add_user " + user + " secret-" + user);
+  const std::string names = "'^" + prefix + "\\.'";
+  rabbitmqctl("set_permissions " + user + " " + names + " " + names + " " + names);
+  auto limited = connect("amqp://" + user + ":secret-" + user + "@127.0.0.1:" + env("RMQ_PORT") + "/%2f");
+  auto m = layer(limited);
+  auto q = work(m, {.name = "perm", .attempts = 2, .backoff = {.base = 100ms, .max = 100ms}});
+  put(q, "p", "id-perm");
+  std::vector<std::string> outcomes;
+  auto worker = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({}, [&](WorkItem item) {
+      auto shared = std::make_shared<WorkItem>(std::move(item));
+      shared->retry({.error = "no"}, [&, shared](Result<Retried> r) {
+        outcomes.push_back(r ? (r->dead_lettered ? "dead" : "retry") : r.error().to_string());
+      });
+    }, d);
+  });
+  ASSERT_TRUE(worker.ok()) << worker.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return outcomes.size() == 2; }, 15s));
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"retry", "dead"}));
+  EXPECT_EQ(depth(q->dead_letter_queue()), 1u);
+  std::vector<std::string> got;
+  auto inbox = wait<std::shared_ptr<Inbox>>([&](auto d) { open_inbox(m, {}, [&](const client::Delivery& dl) { got.emplace_back(dl.body_text()); }, d); });
+  ASSERT_TRUE(inbox.ok()) << inbox.error().to_string();
+  auto member = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    join_group(m, {.address = "perm-svc"}, [&](const client::Delivery& dl) { got.emplace_back(dl.body_text()); }, d);
+  });
+  ASSERT_TRUE(member.ok()) << member.error().to_string();
+  ASSERT_TRUE(wait<void>([&](auto d) { send(m, {.address = (*inbox)->address(), .body = "to-inbox"}, d); }).ok());
+  ASSERT_TRUE(wait<void>([&](auto d) { send(m, {.address = "perm-svc", .body = "to-group"}, d); }).ok());
+  ASSERT_TRUE(loop.run_until([&] { return got.size() == 2; }));
+  EXPECT_TRUE(m->healthy());
+  EXPECT_TRUE(limited->is_open());
+  close(*limited);
+  rabbitmqctl("delete_user " + user);
+  drop_work_queue(*q);
+  auto ch = open();
+  (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".group.perm-svc"}, d); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, MessagingBroker, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);

@@ -25,13 +25,16 @@ bool broker_death_header(std::string_view key) {
   return key == "x-death" || key.starts_with("x-first-death-") || key.starts_with("x-last-death-");
 }
 
-// Runs the declares one after another on one channel.
-void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::QueueDeclareOptions>> all, std::size_t i,
-                 client::Callback<void> done) {
+// Declares each queue and binds it to `exchange` under its own name, one after another.
+void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::QueueDeclareOptions>> all, std::string exchange,
+                 std::size_t i, client::Callback<void> done) {
   if (i == all->size()) return done(Result<void>());
-  ch.queue_declare((*all)[i], [ch, all, i, done](Result<client::QueueDeclared> q) {
+  ch.queue_declare((*all)[i], [ch, all, exchange, i, done](Result<client::QueueDeclared> q) {
     if (!q) return done(q.error());
-    declare_all(ch, all, i + 1, done);
+    ch.queue_bind({.queue = q->name, .exchange = exchange, .routing_key = q->name}, [ch, all, exchange, i, done](Result<void> r) {
+      if (!r) return done(r);
+      declare_all(ch, all, exchange, i + 1, done);
+    });
   });
 }
 
@@ -97,8 +100,8 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
   h.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_));
   h.set(std::string(attempts_header), static_cast<std::int64_t>(attempt_));
   h.set(std::string(reason_header), std::move(reason));
-  // The routing key it was first put with: a retried message arrives from the retry level
-  // with its original key kept, since the layer republishes through the default exchange.
+  // The routing key it was first put with (a retry level dead-letters it back under the work
+  // queue's name, which is the key it was put with).
   if (auto prior = original->headers(); !prior || !prior->find(original_routing_key_header))
     h.set(std::string(original_routing_key_header), std::string(original->routing_key()));
   queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error,
@@ -141,21 +144,28 @@ double WorkQueue::draw() {
 
 void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> done) {
   const auto& type = layer_->options().queue_type;
+  // Everything goes through "<prefix>.direct" with the queue's name as the routing key, never
+  // the default exchange: a user allowed only the names under "<prefix>." can run it (a
+  // dead-letter target of "" would need write access to amq.default).
+  const std::string exchange = layer_->direct_exchange();
   auto all = std::make_shared<std::vector<client::QueueDeclareOptions>>();
   // The work queue dead-letters into the DLQ too: RabbitMQ 4.0-4.2 dead-letter a message the
   // broker returned 20 times, and a queue without a target would drop it.
   all->push_back({.name = queue_,
                   .durable = true,
-                  .arguments = {{"x-queue-type", type}, {"x-dead-letter-exchange", ""}, {"x-dead-letter-routing-key", dlq_}}});
+                  .arguments = {{"x-queue-type", type}, {"x-dead-letter-exchange", exchange}, {"x-dead-letter-routing-key", dlq_}}});
   all->push_back({.name = dlq_, .durable = true, .arguments = {{"x-queue-type", type}}});
   for (auto level : delay_levels(options_.backoff))
     all->push_back({.name = retry_queue(level),
                     .durable = true,
                     .arguments = {{"x-queue-type", "classic"},
                                   {"x-message-ttl", static_cast<std::int64_t>(level.count())},
-                                  {"x-dead-letter-exchange", ""},
+                                  {"x-dead-letter-exchange", exchange},
                                   {"x-dead-letter-routing-key", queue_}}});
-  declare_all(ch, all, 0, std::move(done));
+  ch.exchange_declare({.name = exchange, .type = "direct", .durable = true}, [ch, all, exchange, done](Result<void> r) {
+    if (!r) return done(r);
+    declare_all(ch, all, exchange, 0, done);
+  });
 }
 
 void WorkQueue::declare(client::Callback<void> done) {
@@ -193,7 +203,8 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
     auto self = weak.lock();
     if (!self) return done(make_error(errc::invalid_argument, "the work queue is gone"));
     if (!ch) return done(ch.error());
-    ch->publish({.exchange = "",
+    const std::string exchange = self->layer_->direct_exchange();
+    ch->publish({.exchange = exchange,
                  .routing_key = self->queue_,
                  .mandatory = true,
                  .properties = {.headers = wire::TableRef(*headers), .delivery_mode = client::persistent, .message_id = *id},
@@ -242,9 +253,10 @@ void WorkQueue::republish(const client::Message& original, std::string routing_k
   own(props_copy->user_id);
   own(props_copy->app_id);
   own(props_copy->cluster_id);
-  layer_->control_channel([headers, props_copy, strings, key, body, done](Result<client::Channel> ch) {
+  auto exchange = std::make_shared<std::string>(layer_->direct_exchange());
+  layer_->control_channel([headers, props_copy, strings, key, body, exchange, done](Result<client::Channel> ch) {
     if (!ch) return done(ch.error());
-    ch->publish({.exchange = "", .routing_key = *key, .mandatory = true, .properties = *props_copy},
+    ch->publish({.exchange = *exchange, .routing_key = *key, .mandatory = true, .properties = *props_copy},
                 client::as_bytes(*body), [done](Result<engine::PublishOutcome> r) {
                   if (!r) return done(r.error());
                   done(Result<void>());
