@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "warren/messaging/backoff.hpp"
+#include "warren/messaging/log.hpp"
 #include "warren/messaging/work_queue.hpp"
 #include "warren/wire/properties.hpp"
 
@@ -57,6 +58,19 @@ TEST(ErrorBudget, a_cut_never_splits_a_utf8_character) {
   EXPECT_EQ(cut_text("abcdef", 3), "abc");
   EXPECT_EQ(cut_text("a\xC3\xA9z", 2), "a");  // é is two bytes: not cut in half
   EXPECT_EQ(cut_text("a\xC3\xA9z", 3), "a\xC3\xA9");
+}
+
+}  // namespace
+}  // namespace warren::messaging
+
+namespace warren::messaging {
+namespace {
+
+TEST(LogGap, a_jump_is_a_gap_only_when_the_asked_offset_is_below_the_oldest_retained) {
+  EXPECT_TRUE(is_gap(5, 17, 17));    // trimmed: asked 5, the stream starts at 17
+  EXPECT_FALSE(is_gap(5, 9, 0));     // offsets not dense (tracking chunks): no trim
+  EXPECT_FALSE(is_gap(17, 17, 17));  // exactly the oldest
+  EXPECT_FALSE(is_gap(20, 25, 17));  // a jump above the oldest is not a gap
 }
 
 }  // namespace
