@@ -54,9 +54,7 @@ class Reader : public std::enable_shared_from_this<Reader> {
     // The timer's callback holds this reader: drop it after this turn, not inside its own call.
     layer_->driver().post([self] { self->timer_.reset(); });
     if (!ch_.is_open()) return done(r);
-    // `done` runs a turn after the close completed: a channel opened inside the close's own
-    // callback can take the same number and be closed with the old one (see the report).
-    ch_.close([done, r, self](Result<void>) { self->layer_->driver().post([done, r] { done(r); }); });
+    ch_.close([done, r](Result<void>) { done(r); });
   }
 
   std::shared_ptr<Messaging> layer_;

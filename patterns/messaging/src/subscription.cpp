@@ -13,6 +13,11 @@ std::shared_ptr<Subscription> Subscription::start(std::shared_ptr<Messaging> lay
 Subscription::Subscription(std::shared_ptr<Messaging> layer, SubscriptionSpec spec, client::Callback<void> ready)
     : layer_(layer), spec_(std::move(spec)), ready_(std::move(ready)) {}
 
+Subscription::~Subscription() {
+  if (timer_) timer_->cancel();
+  if (channel_.is_open()) channel_.close(nullptr);
+}
+
 void Subscription::subscribe() {
   auto layer = layer_.lock();
   if (!layer || over_) return;

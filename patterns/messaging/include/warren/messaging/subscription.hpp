@@ -33,6 +33,7 @@ class Subscription : public std::enable_shared_from_this<Subscription> {
                                                            client::Callback<void> ready);
   Subscription(const Subscription&) = delete;
   Subscription& operator=(const Subscription&) = delete;
+  ~Subscription();  // dropped: its channel is closed (the consumer goes with it)
 
   [[nodiscard]] const std::string& queue() const noexcept { return spec_.queue; }
   [[nodiscard]] bool healthy() const noexcept { return consuming_; }
