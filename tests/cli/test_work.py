@@ -2,9 +2,11 @@
 the result lines and exit codes the issue fixes, on both drivers: done, a failing command
 retried through the backoff and dead-lettered after --attempts (with its headers, read back
 with pika), exit 75 releasing without counting an attempt, the environment the command sees,
-and the usage errors."""
+no message lost when workers are killed with SIGKILL mid-run, and the usage errors."""
 import os
+import signal
 import subprocess
+import time
 import sys
 import unittest
 import uuid
@@ -114,6 +116,38 @@ class Work(unittest.TestCase):
         message_id = out.splitlines()[0].split(" ")[1]
         with open(out_file) as f:
             self.assertEqual(f.read(), f"the body\n1 {message_id}\nthe body\n2 {message_id}\n")
+
+    def test_no_message_is_lost_when_work_run_is_killed_at_any_point(self):
+        q = "crash"
+        bodies = [f"m{i}" for i in range(12)]
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, stdin="".join(b + "\n" for b in bodies).encode()))
+        record = f"/tmp/{self.prefix}.done"
+        self.addCleanup(lambda: os.path.exists(record) and os.remove(record))
+        # Attempt 1 fails (a retry: republished, confirmed, then acked), attempt 2 records the
+        # body and succeeds; a third of the bodies always fail and end in the DLQ.
+        cmd = (f'b=$(cat); case "$b" in m0|m3|m6|m9) exit 4;; esac; '
+               f'[ "$WARREN_ATTEMPT" -ge 2 ] || exit 3; echo "$b" >> {record}')
+        run = [WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec", cmd, "--attempts", "2",
+               "--backoff-base-ms", "50", "--backoff-max-ms", "50", "--prefetch", "4", "--url", URL]
+        for delay in (0.15, 0.3, 0.05, 0.5, 0.2, 0.4, 0.1, 0.25):
+            p = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        # A last worker drains what is left (it times out once there is nothing more).
+        r = subprocess.run([*run, "--timeout", "6"], capture_output=True, timeout=60)
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        with open(record) if os.path.exists(record) else open(os.devnull) as f:
+            done = set(f.read().split())
+        dead = set()
+        while True:
+            method, _, body = self.channel.basic_get(f"{self.prefix}.{q}.dlq", auto_ack=True)
+            if method is None:
+                break
+            dead.add(body.decode())
+        self.assertEqual(done | dead, set(bodies))  # duplicates may happen; losses may not
+        self.assertEqual(dead, {"m0", "m3", "m6", "m9"})
+        self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
 
     def test_timeout_and_usage_errors(self):
         r = warren("work", "run", "--queue", "idle", "--prefix", self.prefix, "--exec", "true", "--count", "1",
