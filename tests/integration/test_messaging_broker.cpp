@@ -159,6 +159,39 @@ TEST_P(MessagingBroker, release_does_not_count_and_the_last_attempt_goes_to_the_
   drop_work_queue(*q);
 }
 
+TEST_P(MessagingBroker, a_retry_the_broker_did_not_take_leaves_the_message_in_the_queue_as_it_was) {
+  auto m = layer();
+  auto q = work(m, {.name = "unrouted", .attempts = 3, .backoff = {.base = 100ms, .max = 100ms}});
+  ASSERT_TRUE(wait<void>([&](auto d) { q->declare(d); }).ok());  // so put() declares nothing again
+  std::vector<std::string> seen;
+  std::optional<Error> retry_error;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 seen.push_back(std::string(item.message_id()) + " attempt=" + std::to_string(item.attempt()));
+                 if (retry_error) return (void)item.done();
+                 auto shared = std::make_shared<WorkItem>(std::move(item));
+                 shared->retry({.error = "x"}, [&, shared](Result<Retried> r) {
+                   if (!r) retry_error = r.error();
+                 });
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  // The only retry level is gone (after the worker declared it): the retry's mandatory
+  // republish comes back unroutable.
+  auto ch = open();
+  ASSERT_TRUE(wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = q->retry_queue(100ms)}, d); }).ok());
+  put(q, "keep me", "id-keep");
+  ASSERT_TRUE(loop.run_until([&] { return seen.size() == 2; }));
+  ASSERT_TRUE(retry_error.has_value());
+  EXPECT_EQ(retry_error->code, make_error_code(errc::unroutable)) << retry_error->to_string();
+  EXPECT_EQ(seen, (std::vector<std::string>{"id-keep attempt=1", "id-keep attempt=1"}));  // back as it was
+  drop_work_queue(*q);
+}
+
 TEST_P(MessagingBroker, an_error_too_big_for_the_frame_is_cut_not_allowed_to_break_it) {
   auto small = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f?frame_max=4096");
   auto m = layer(small);

@@ -38,6 +38,14 @@ void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::QueueDe
   });
 }
 
+// The republish was not confirmed (the broker may or may not have it): the original goes back
+// to the queue as it was, to be tried again, rather than sit unacked until its channel closes.
+template <class T>
+void unconfirmed(client::Message& original, const Error& why, const client::Callback<T>& done) {
+  (void)original.nack({.requeue = true});
+  done(why);
+}
+
 }  // namespace
 
 std::size_t error_budget(const client::Properties& properties, std::uint32_t frame_max_bytes) {
@@ -88,7 +96,7 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
   options.headers.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_ + 1));
   queue_->republish(*original, queue_->retry_queue(delay), std::move(options.headers), options.error,
                     [original, delay, done](Result<void> r) {
-                      if (!r) return done(r.error());  // not confirmed: the original stays unacked
+                      if (!r) return unconfirmed(*original, r.error(), done);
                       if (auto acked = original->ack(); !acked) return done(acked.error());
                       done(Retried{.dead_lettered = false, .delay = delay});
                     });
@@ -106,7 +114,7 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
     h.set(std::string(original_routing_key_header), std::string(original->routing_key()));
   queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error,
                     [original, done](Result<void> r) {
-                      if (!r) return done(r.error());
+                      if (!r) return unconfirmed(*original, r.error(), done);
                       done(original->ack());
                     });
 }

@@ -82,6 +82,7 @@ class WorkItem {
   [[nodiscard]] Result<void> release();
   // This attempt failed: republished through a retry level, or into the dead-letter queue
   // once `attempts` are spent; the original is acked only after the broker confirmed that.
+  // Not confirmed (an error here): the original is requeued as it was, to be tried again.
   void retry(RetryOptions options, client::Callback<Retried> done);
   // Straight into the dead-letter queue, with `reason`.
   void dead_letter(std::string reason, RetryOptions options, client::Callback<void> done);
