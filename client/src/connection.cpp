@@ -242,15 +242,16 @@ void Connection::dispatch(const engine::Event& event) {
             done(nullptr, e.channel);
           }
         } else if constexpr (std::is_same_v<E, engine::ChannelClosed>) {
-          if (auto it = opening_.find(e.channel); it != opening_.end()) {
+          // An open channel's close first: its close-ok answer ran before this event, and a
+          // channel opened from that answer may already wait on the same number in opening_.
+          if (auto it = cores_.find(e.channel); it != cores_.end()) {
+            it->second->close(e.cause);
+            cores_.erase(it);
+          } else if (auto it = opening_.find(e.channel); it != opening_.end()) {
             auto done = std::move(it->second);
             opening_.erase(it);
             done(&e.cause, e.channel);
             return;
-          }
-          if (auto it = cores_.find(e.channel); it != cores_.end()) {
-            it->second->close(e.cause);
-            cores_.erase(it);
           }
           end_subscriptions(e.channel, e.cause);
           if (on_channel_closed) on_channel_closed(e.channel, e.cause);

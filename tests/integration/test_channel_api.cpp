@@ -351,6 +351,29 @@ TEST_P(ChannelApi, a_message_moved_to_another_thread_is_acked_from_there) {
   EXPECT_TRUE(counts_become(q, "0 0")) << counts(q);
 }
 
+TEST_P(ChannelApi, the_connection_reports_the_negotiated_frame_max) {
+  EXPECT_EQ(conn->frame_max_bytes(), 131072u);  // the broker's default and ours
+  auto small = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f?frame_max=8192");
+  EXPECT_EQ(small->frame_max_bytes(), 8192u);
+  close(*small);
+}
+
+TEST_P(ChannelApi, a_channel_opened_in_the_close_callback_of_another_stays_open) {
+  auto ch = open();
+  const auto old_id = ch.id();
+  std::optional<Result<Channel>> reopened;
+  ch.close([&](Result<void> closed) {
+    EXPECT_TRUE(closed.ok());
+    // The number is free again: the new channel takes it, and the old close must not end it.
+    conn->open_channel([&](Result<Channel> c) { reopened.emplace(std::move(c)); });
+  });
+  ASSERT_TRUE(loop.run_until([&] { return reopened.has_value(); }));
+  ASSERT_TRUE(reopened->ok()) << reopened->error().to_string();
+  EXPECT_EQ((*reopened)->id(), old_id);
+  auto q = wait<QueueDeclared>([&](auto d) { (*reopened)->queue_declare({.exclusive = true}, d); });
+  EXPECT_TRUE(q.ok()) << q.error().to_string();
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, ChannelApi, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
 
 }  // namespace

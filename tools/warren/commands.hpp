@@ -20,5 +20,7 @@ void add_topology(CLI::App& app, Runner& run);  // declare, bind, delete
 void add_rpc(CLI::App& app, Runner& run);
 void add_perf(CLI::App& app, Runner& run);
 void add_pipe(CLI::App& app, Runner& run);  // a queue through a command to an exchange
+void add_work(CLI::App& app, Runner& run);  // work put, work run
+void add_log(CLI::App& app, Runner& run);   // log append, log read
 
 }  // namespace warren::cli

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   warren::cli::add_rpc(app, run);
   warren::cli::add_perf(app, run);
   warren::cli::add_pipe(app, run);
+  warren::cli::add_work(app, run);
+  warren::cli::add_log(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,30 @@
+// The work queue's retry delays as pure functions: exponential backoff with full jitter, and
+// the fixed delay levels a retry is rounded up to. Each level is a retry queue of its own with
+// one queue-wide TTL, so no retry ever waits behind a longer one (RabbitMQ expires only a
+// queue's head). No clock and no randomness here: the caller passes a draw in [0, 1).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace warren::messaging {
+
+struct Backoff {
+  std::chrono::milliseconds base{1000};  // the ceiling after the first failed attempt
+  std::chrono::milliseconds max{60000};  // the ceiling never grows past this
+};
+
+// The delay levels for `backoff`: base, 2·base, 4·base, ... and max as the last (ascending,
+// no duplicates). base 1 s, max 60 s: 1, 2, 4, 8, 16, 32, 60 s.
+[[nodiscard]] std::vector<std::chrono::milliseconds> delay_levels(const Backoff& backoff);
+
+// The ceiling after `failed_attempt` (1-based) failures: min(max, base · 2^(failed_attempt-1)).
+[[nodiscard]] std::chrono::milliseconds backoff_ceiling(const Backoff& backoff, std::uint32_t failed_attempt);
+
+// Full jitter over the levels: `draw` (in [0, 1)) picks a delay uniformly in [0, ceiling],
+// and the delay is rounded up to the smallest level at or above it (never below base, never
+// above the ceiling, which is itself a level).
+[[nodiscard]] std::chrono::milliseconds retry_delay(const Backoff& backoff, std::uint32_t failed_attempt, double draw);
+
+}  // namespace warren::messaging

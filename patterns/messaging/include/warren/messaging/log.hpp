@@ -1,0 +1,112 @@
+// The log: a stream queue "<prefix>.log.<name>" (x-queue-type stream, x-max-length-bytes from
+// the layer's stream_max_bytes when it is not 0). An entry's x-stream-offset is its id and
+// resume token.
+// - append() publishes (confirmed), then reads the stream's last chunk back to find the
+//   entry's offset: AMQP 0-9-1 never reports where a publish landed, so this costs a round
+//   trip (a high-rate producer should ignore the receipt; readers see the real ids).
+// - read() is a catch-up page: it reads the tip first (there is no tip query: consume from
+//   "last", take the highest offset), then reads from `from` and is complete when it reaches
+//   that tip; a delivery that pauses longer than `idle` hands back an incomplete page (ask
+//   again from where it stopped). An empty stream is given `empty_wait` to deliver "last"
+//   before it is taken for empty.
+// - A trimmed offset is detected, not reported by the broker (it silently starts at the
+//   oldest retained entry): the first entry is past the one asked for and the oldest retained
+//   is too. read() then fails with reply code 410 and calls on_gap, which can turn it into a
+//   snapshot.
+// - follow() is a live tail from an offset.
+// Stream deliveries are only ever acked, never rejected or nacked: on RabbitMQ 3.10-3.12 a
+// reject of a stream delivery closes the whole connection with 540.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "warren/client/message.hpp"
+#include "warren/messaging/messaging.hpp"
+
+namespace warren::messaging {
+
+struct Gap {
+  std::uint64_t asked = 0;   // the offset the reader asked for
+  std::uint64_t oldest = 0;  // the oldest entry the stream still holds
+};
+
+struct LogOptions {
+  std::string name;  // the stream is "<prefix>.log.<name>"
+  std::chrono::milliseconds idle{1000};       // a pause this long ends a page, incomplete
+  std::chrono::milliseconds empty_wait{500};  // an empty stream's time to answer "last"
+  std::function<void(const Gap&)> on_gap;     // a read met a trimmed offset
+};
+
+// Where a read starts: "first", "last", "next", or an offset.
+struct From {
+  std::string position = "first";
+  std::optional<std::uint64_t> offset;  // set: start at this offset (position is ignored)
+};
+
+struct Entry {
+  std::uint64_t offset = 0;
+  client::Message message;  // owned, already acked
+};
+
+struct Page {
+  std::vector<Entry> entries;
+  bool complete = false;  // it reached the tip read first
+  std::optional<std::uint64_t> tip;  // the tip read first (nullopt: the stream was empty)
+};
+
+struct ReadOptions {
+  From from;
+  std::size_t max_entries = 1000;  // a page holds at most this many (then it is incomplete)
+};
+
+class LogTail;
+
+class Log : public std::enable_shared_from_this<Log> {
+ public:
+  [[nodiscard]] static Result<std::shared_ptr<Log>> create(std::shared_ptr<Messaging> layer, LogOptions options);
+  [[nodiscard]] const std::string& queue() const noexcept { return queue_; }
+
+  void declare(client::Callback<void> done);  // idempotent
+  void append(std::string_view body, client::Callback<std::uint64_t> offset);
+  // The highest offset now (nullopt: empty).
+  void tip(client::Callback<std::optional<std::uint64_t>> done);
+  void read(ReadOptions options, client::Callback<Page> done);
+  // Every entry from `from` on, as it is appended, until the tail is closed or its channel or
+  // connection ends (`on_end`).
+  void follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
+              std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done);
+
+ private:
+  Log(std::shared_ptr<Messaging> layer, LogOptions options);
+  void declared(client::Callback<void> then);
+  void oldest(client::Callback<std::optional<std::uint64_t>> done);  // the first retained offset
+
+  std::shared_ptr<Messaging> layer_;
+  LogOptions options_;
+  std::string queue_;
+  bool declared_ = false;
+};
+
+class LogTail {
+ public:
+  explicit LogTail(client::Channel ch, client::Consumer c) : channel_(std::move(ch)), consumer_(std::move(c)) {}
+  [[nodiscard]] bool active() const noexcept { return consumer_.active(); }
+  void close(client::Callback<void> done);
+
+ private:
+  client::Channel channel_;
+  client::Consumer consumer_;
+};
+
+// The x-stream-offset of a delivery's headers.
+[[nodiscard]] std::optional<std::uint64_t> stream_offset(const wire::BasicProperties& properties);
+// A trim, as the rule reads: the first entry delivered is past the one asked for, and the one
+// asked for is below the oldest retained (offsets are not dense: a jump alone is no proof).
+[[nodiscard]] bool is_gap(std::uint64_t asked, std::uint64_t first_delivered, std::uint64_t oldest) noexcept;
+
+}  // namespace warren::messaging

@@ -1,0 +1,119 @@
+// The messaging patterns layer (work queue, direct; see docs/messaging.md): what every
+// pattern shares. The options and the broker names they imply, the layer's channels (one for
+// declares and confirmed publishes, one per subscription), the two exchanges, healthy(), and
+// close(). Built on the public client API only; it never closes the connection it was given.
+//
+// A channel-level error (404, 406) closes only that channel: the layer forgets it and opens
+// another on the next call. A subscription whose channel closed, or whose queue the broker
+// cancelled, subscribes again after a backoff (healthy() false meanwhile, logged once). A
+// closed connection ends every subscription for good: the layer was given a plain connection,
+// and nothing can be reopened on it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "warren/client/connection.hpp"
+
+namespace warren::messaging {
+
+// Something the layer reports once per episode: "consumer.closed" (a subscription lost its
+// channel or its queue and will subscribe again), "consumer.recovered", "connection" (the
+// connection closed: every subscription is unhealthy for good).
+struct Event {
+  std::string what;
+  std::string subject;  // the queue, where there is one
+  Error cause;
+};
+
+struct Options {
+  std::string prefix = "warren";      // every exchange and queue is named "<prefix>.<...>"
+  std::string queue_type = "quorum";  // x-queue-type of work queues and their dead-letter queues
+  std::chrono::milliseconds inbox_ttl{60000};  // x-expires of a service group's shared queue
+  std::uint64_t stream_max_bytes = 0;  // logs (not built yet): 0 means no x-max-length-bytes
+  std::function<void(const Event&)> on_event;  // optional: the layer's log
+};
+
+// Where the layer's channels come from. A plain connection now; a Session can implement it
+// later (re-running each subscription's setup after a reconnect) without the patterns changing.
+class ChannelSource {
+ public:
+  virtual ~ChannelSource() = default;
+  virtual void open_channel(client::Callback<client::Channel> done) = 0;
+  [[nodiscard]] virtual bool is_open() const = 0;
+  [[nodiscard]] virtual std::uint32_t frame_max_bytes() const = 0;
+  [[nodiscard]] virtual client::Driver& driver() const = 0;
+};
+
+class Subscription;
+
+class Messaging : public std::enable_shared_from_this<Messaging> {
+ public:
+  // The layer over a connection the caller keeps (and closes). Bad options: invalid_argument.
+  [[nodiscard]] static Result<std::shared_ptr<Messaging>> create(std::shared_ptr<client::Connection> connection,
+                                                                 Options options = {});
+  [[nodiscard]] static Result<std::shared_ptr<Messaging>> create(std::unique_ptr<ChannelSource> source,
+                                                                 Options options = {});
+  ~Messaging();
+  Messaging(const Messaging&) = delete;
+  Messaging& operator=(const Messaging&) = delete;
+
+  [[nodiscard]] const Options& options() const noexcept { return options_; }
+  // "<prefix>.<suffix>": every name the layer uses on the broker.
+  [[nodiscard]] std::string name(std::string_view suffix) const;
+  [[nodiscard]] std::string backplane_exchange() const { return name("bp"); }
+  [[nodiscard]] std::string direct_exchange() const { return name("direct"); }
+
+  // The layer's channel for declares and confirmed publishes, in confirm mode, with the two
+  // exchanges declared. Opened on first use; once closed (a 404, a 406) it is forgotten and
+  // the next call opens another.
+  void control_channel(client::Callback<client::Channel> done);
+  // A channel of its own (for one subscription); close() closes it.
+  void consumer_channel(client::Callback<client::Channel> done);
+
+  // The connection is open and every subscription is consuming.
+  [[nodiscard]] bool healthy() const;
+  // Ends every subscription and closes the channels the layer opened; never the connection.
+  void close(client::Callback<void> done);
+  [[nodiscard]] bool closed() const noexcept { return closed_; }
+
+  [[nodiscard]] client::Driver& driver() const { return source_->driver(); }
+  [[nodiscard]] std::uint32_t frame_max_bytes() const { return source_->frame_max_bytes(); }
+  [[nodiscard]] bool connection_open() const { return source_->is_open(); }
+  // A fresh random UUID (version 4) as text: message ids, inbox names.
+  [[nodiscard]] std::string make_uuid();
+
+  // ---- for the patterns
+  void track(const std::shared_ptr<Subscription>& subscription);
+  void report(Event event);
+  void connection_lost(const Error& cause);  // once: every subscription is over for good
+
+ private:
+  Messaging(std::unique_ptr<ChannelSource> source, Options options);
+  void prepare_control(client::Channel ch);
+  void settle_control(const Result<client::Channel>& r);
+
+  std::unique_ptr<ChannelSource> source_;
+  Options options_;
+  std::optional<client::Channel> control_;
+  bool control_opening_ = false;
+  std::vector<client::Callback<client::Channel>> control_waiters_;
+  std::vector<client::Channel> opened_;  // every channel this layer opened (closed on close())
+  std::vector<std::weak_ptr<Subscription>> subscriptions_;
+  bool closed_ = false;
+  bool connection_reported_ = false;
+  std::mt19937_64 random_;
+};
+
+// Options checked as the layer checks them (create() calls it): a prefix that is a valid
+// name part, a known queue type, a positive inbox_ttl.
+[[nodiscard]] Result<void> check_options(const Options& options);
+
+}  // namespace warren::messaging

@@ -1,0 +1,68 @@
+// One subscription of the layer that keeps itself going: a channel of its own, a setup that
+// declares and binds what it reads, and a consume. When the broker ends it (its channel
+// closed by a 404 or 406, its queue deleted) while the connection lives, it runs setup and
+// consume again after a backoff, on the same channel if that is still open, else on a new
+// one; healthy() is false meanwhile and the episode is reported once. When the connection is
+// gone, it is over for good.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "warren/messaging/backoff.hpp"
+#include "warren/messaging/messaging.hpp"
+
+namespace warren::messaging {
+
+struct SubscriptionSpec {
+  std::string queue;
+  std::uint16_t prefetch = 10;
+  // Declares (and binds) the queue on the subscription's channel; runs before every consume.
+  std::function<void(const client::Channel& ch, client::Callback<void> done)> setup;
+  std::function<void(const client::Delivery& d)> on_delivery;
+  Backoff resubscribe{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
+};
+
+class Subscription : public std::enable_shared_from_this<Subscription> {
+ public:
+  // `ready` is told once: success when the first consume is in, else the first failure (and
+  // then the subscription is over: a first setup that fails is the caller's to fix).
+  [[nodiscard]] static std::shared_ptr<Subscription> start(std::shared_ptr<Messaging> layer, SubscriptionSpec spec,
+                                                           client::Callback<void> ready);
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+  ~Subscription();  // dropped: its channel is closed (the consumer goes with it)
+
+  [[nodiscard]] const std::string& queue() const noexcept { return spec_.queue; }
+  [[nodiscard]] bool healthy() const noexcept { return consuming_; }
+  [[nodiscard]] bool over() const noexcept { return over_; }
+  // How many times it subscribed again after the broker ended it.
+  [[nodiscard]] std::uint32_t resubscribed() const noexcept { return resubscribed_; }
+  // basic.cancel (unread deliveries go back to the queue) and the channel closed.
+  void cancel(client::Callback<void> done);
+  // The connection is gone: over for good, nothing reopened.
+  void end(const Error& cause);
+
+ private:
+  Subscription(std::shared_ptr<Messaging> layer, SubscriptionSpec spec, client::Callback<void> ready);
+  void subscribe();
+  void subscribed(Result<void> r);
+  void ended(const Error& cause);
+
+  std::weak_ptr<Messaging> layer_;
+  SubscriptionSpec spec_;
+  client::Callback<void> ready_;  // until the first outcome
+  client::Channel channel_;
+  client::Consumer consumer_;
+  std::unique_ptr<client::Timer> timer_;
+  std::mt19937 random_{std::random_device{}()};
+  std::uint32_t failures_ = 0;  // in a row, for the backoff
+  std::uint32_t resubscribed_ = 0;
+  bool consuming_ = false;
+  bool over_ = false;
+  bool reported_ = false;  // this episode's consumer.closed was logged
+};
+
+}  // namespace warren::messaging

@@ -1,0 +1,137 @@
+// The work queue: a `queue_type` queue "<prefix>.<name>" that workers consume with a prefetch
+// per consumer channel, its dead-letter queue "<prefix>.<name>.dlq" (same type), and one
+// retry queue per delay level "<prefix>.<name>.retry.<ms>" (durable classic, a queue-wide
+// x-message-ttl of <ms>, dead-lettering back into the work queue), so a short delay never
+// waits behind a longer one.
+//
+// The attempt travels in the x-warren-attempt header (1 on put). retry() republishes with the
+// attempt + 1 through the retry level its backoff picked, or, once the attempts are spent,
+// into the dead-letter queue with why; either republish is confirmed before the original is
+// acked, so a crash in between duplicates a message rather than loses it. release() is a
+// plain requeue: no attempt counted. Headers the layer adds are budgeted against the
+// negotiated frame_max: an error text that would not fit is cut.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "warren/client/message.hpp"
+#include "warren/messaging/backoff.hpp"
+#include "warren/messaging/messaging.hpp"
+#include "warren/messaging/subscription.hpp"
+
+namespace warren::messaging {
+
+inline constexpr std::string_view attempt_header = "x-warren-attempt";
+// On a dead-lettered message: why, the last error (cut to fit), the attempts made, and the
+// routing key it was first published with.
+inline constexpr std::string_view reason_header = "x-warren-reason";
+inline constexpr std::string_view error_header = "x-warren-error";
+inline constexpr std::string_view attempts_header = "x-warren-attempts";
+inline constexpr std::string_view original_routing_key_header = "x-warren-original-routing-key";
+
+struct WorkQueueOptions {
+  std::string name;            // the queue is "<prefix>.<name>"
+  std::uint32_t attempts = 5;  // a message is tried this many times, then dead-lettered
+  Backoff backoff;             // 1 s → 60 s: also fixes the retry queues' delay levels
+  // Uniform draws in [0, 1) for the jitter; unset: a generator seeded from random_device.
+  std::function<double()> random;
+};
+
+struct PutOptions {
+  std::string_view body;
+  client::FieldTable headers;  // x-warren-attempt is set to 1
+  std::string message_id;      // empty: a fresh UUID
+  std::optional<engine::Duration> timeout;  // the confirm's deadline; unset: the channel's
+};
+
+struct WorkerOptions {
+  std::uint16_t prefetch = 1;  // unacked messages per consumer channel
+};
+
+// What happened to a message handed back with retry().
+struct Retried {
+  bool dead_lettered = false;
+  std::chrono::milliseconds delay{0};  // the retry level it waits in (0 when dead-lettered)
+};
+
+struct RetryOptions {
+  std::string error;              // why this attempt failed (cut to fit the frame)
+  client::FieldTable headers;     // more headers for the retried or dead-lettered message
+};
+
+class WorkQueue;
+
+// One message handed to a worker. Move-only: it is settled once.
+class WorkItem {
+ public:
+  WorkItem(std::shared_ptr<WorkQueue> queue, client::Message message);
+  WorkItem(WorkItem&&) noexcept = default;
+  WorkItem& operator=(WorkItem&&) noexcept = default;
+
+  [[nodiscard]] std::uint32_t attempt() const noexcept { return attempt_; }  // 1-based
+  [[nodiscard]] std::string_view message_id() const noexcept;
+  [[nodiscard]] const client::Message& message() const noexcept { return message_; }
+  [[nodiscard]] std::string_view body() const noexcept { return message_.body_text(); }
+
+  // Done: the message is acked.
+  [[nodiscard]] Result<void> done();
+  // Back to the queue as it is (requeue): the attempt is not counted.
+  [[nodiscard]] Result<void> release();
+  // This attempt failed: republished through a retry level, or into the dead-letter queue
+  // once `attempts` are spent; the original is acked only after the broker confirmed that.
+  // Not confirmed (an error here): the original is requeued as it was, to be tried again.
+  void retry(RetryOptions options, client::Callback<Retried> done);
+  // Straight into the dead-letter queue, with `reason`.
+  void dead_letter(std::string reason, RetryOptions options, client::Callback<void> done);
+
+ private:
+  std::shared_ptr<WorkQueue> queue_;
+  client::Message message_;
+  std::uint32_t attempt_ = 1;
+};
+
+class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
+ public:
+  [[nodiscard]] static Result<std::shared_ptr<WorkQueue>> create(std::shared_ptr<Messaging> layer,
+                                                                 WorkQueueOptions options);
+
+  [[nodiscard]] const std::string& queue() const noexcept { return queue_; }
+  [[nodiscard]] const std::string& dead_letter_queue() const noexcept { return dlq_; }
+  [[nodiscard]] std::string retry_queue(std::chrono::milliseconds level) const;
+  [[nodiscard]] const WorkQueueOptions& options() const noexcept { return options_; }
+  [[nodiscard]] const std::shared_ptr<Messaging>& layer() const noexcept { return layer_; }
+
+  // Declares the work queue, its dead-letter queue and its retry levels (idempotent).
+  void declare(client::Callback<void> done);
+  // Declares the topology (once per WorkQueue), then publishes one message, confirmed.
+  void put(const PutOptions& options, client::Callback<void> done);
+  // A worker: its own channel with `prefetch`, one call of `on_item` per message.
+  void consume(WorkerOptions options, std::function<void(WorkItem)> on_item,
+               client::Callback<std::shared_ptr<Subscription>> done);
+
+  // ---- for WorkItem
+  void republish(const client::Message& original, std::string routing_key, client::FieldTable headers,
+                 std::string_view error, client::Callback<void> done);
+  [[nodiscard]] double draw();
+
+ private:
+  WorkQueue(std::shared_ptr<Messaging> layer, WorkQueueOptions options);
+  void declare_on(const client::Channel& ch, client::Callback<void> done);
+
+  std::shared_ptr<Messaging> layer_;
+  WorkQueueOptions options_;
+  std::string queue_, dlq_;
+  bool declared_ = false;
+  std::mt19937_64 random_;
+};
+
+// The largest error text that fits beside `properties` in one content header frame of
+// `frame_max_bytes` (0: no limit from the broker; capped at 4096 bytes all the same).
+[[nodiscard]] std::size_t error_budget(const client::Properties& properties, std::uint32_t frame_max_bytes);
+// `text` cut to at most `limit` bytes on a UTF-8 boundary.
+[[nodiscard]] std::string cut_text(std::string_view text, std::size_t limit);
+
+}  // namespace warren::messaging

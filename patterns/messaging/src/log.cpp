@@ -1,0 +1,298 @@
+#include "warren/messaging/log.hpp"
+
+#include <algorithm>
+#include <variant>
+
+namespace warren::messaging {
+namespace {
+
+// One bounded read of a stream on a channel of its own: every delivery is acked and handed to
+// `on_entry` until it says stop, or no delivery comes for a while; then the channel is closed
+// (a stream delivery is never rejected: 3.10-3.12 answer that with 540 on the connection).
+class Reader : public std::enable_shared_from_this<Reader> {
+ public:
+  using OnEntry = std::function<bool(const client::Delivery& d, std::uint64_t offset)>;  // true: stop
+  Reader(std::shared_ptr<Messaging> layer, std::string queue, wire::FieldValue start, std::chrono::milliseconds first_wait,
+         std::chrono::milliseconds idle, OnEntry on_entry, client::Callback<bool> done)
+      : layer_(std::move(layer)), queue_(std::move(queue)), start_(std::move(start)), first_wait_(first_wait),
+        idle_(idle), on_entry_(std::move(on_entry)), done_(std::move(done)) {}
+
+  void start() {
+    auto self = shared_from_this();
+    layer_->consumer_channel([self](Result<client::Channel> ch) {
+      if (!ch) return self->finish(ch.error());
+      self->ch_ = *ch;
+      self->timer_ = self->layer_->driver().timer([self] { self->finish(false); });
+      self->timer_->arm(self->layer_->driver().now() + self->first_wait_);
+      client::ConsumeOptions options{.queue = self->queue_, .prefetch = 200, .arguments = {{"x-stream-offset", self->start_}}, .stream = true};
+      ch->consume(
+          options, [self](const client::Delivery& d) { self->delivered(d); },
+          [self](Result<client::Consumer> c) {
+            if (!c) return self->finish(c.error());
+            self->consumer_ = std::move(*c);
+            self->consumer_.on_ended([self](const Error& cause) { self->finish(cause); });
+          });
+    });
+  }
+
+ private:
+  void delivered(const client::Delivery& d) {
+    if (finished_) return;
+    auto offset = stream_offset(d.properties());
+    if (auto r = d.ack(); !r) return finish(r.error());
+    if (!offset) return finish(make_error(errc::protocol_error, "a stream delivery without x-stream-offset"));
+    if (on_entry_(d, *offset)) return finish(true);
+    timer_->arm(layer_->driver().now() + idle_);
+  }
+
+  void finish(Result<bool> r) {
+    if (finished_) return;
+    finished_ = true;
+    if (timer_) timer_->cancel();
+    auto done = std::move(done_);
+    auto self = shared_from_this();
+    // The timer's callback holds this reader: drop it after this turn, not inside its own call.
+    layer_->driver().post([self] { self->timer_.reset(); });
+    if (!ch_.is_open()) return done(r);
+    ch_.close([done, r](Result<void>) { done(r); });
+  }
+
+  std::shared_ptr<Messaging> layer_;
+  std::string queue_;
+  wire::FieldValue start_;
+  std::chrono::milliseconds first_wait_, idle_;
+  OnEntry on_entry_;
+  client::Callback<bool> done_;
+  client::Channel ch_;
+  client::Consumer consumer_;
+  std::unique_ptr<client::Timer> timer_;
+  bool finished_ = false;
+};
+
+wire::FieldValue start_of(const From& from) {
+  if (from.offset) return static_cast<std::int64_t>(*from.offset);
+  return from.position;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> stream_offset(const wire::BasicProperties& properties) {
+  if (!properties.headers) return std::nullopt;
+  auto table = properties.headers->to_table();
+  if (!table) return std::nullopt;
+  const auto* v = table->find("x-stream-offset");
+  if (!v) return std::nullopt;
+  return std::visit(
+      [](const auto& x) -> std::optional<std::uint64_t> {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+          if (x < 0) return std::nullopt;
+          return static_cast<std::uint64_t>(x);
+        } else {
+          return std::nullopt;
+        }
+      },
+      v->value);
+}
+
+bool is_gap(std::uint64_t asked, std::uint64_t first_delivered, std::uint64_t oldest) noexcept {
+  return first_delivered > asked && asked < oldest;
+}
+
+Result<std::shared_ptr<Log>> Log::create(std::shared_ptr<Messaging> layer, LogOptions options) {
+  if (!layer) return make_error(errc::invalid_argument, "no messaging layer");
+  if (options.name.empty() || options.name.size() > 180 ||
+      !std::all_of(options.name.begin(), options.name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+               c == '_' || c == ':';
+      }))
+    return make_error(errc::invalid_argument, "log name '" + options.name + "': letters, digits, '.', '-', '_', ':'");
+  if (options.idle.count() <= 0 || options.empty_wait.count() <= 0)
+    return make_error(errc::invalid_argument, "idle and empty_wait must be positive");
+  return std::shared_ptr<Log>(new Log(std::move(layer), std::move(options)));
+}
+
+Log::Log(std::shared_ptr<Messaging> layer, LogOptions options)
+    : layer_(std::move(layer)), options_(std::move(options)), queue_(layer_->name("log." + options_.name)) {}
+
+void Log::declare(client::Callback<void> done) {
+  std::weak_ptr<Log> weak = weak_from_this();
+  layer_->control_channel([weak, done](Result<client::Channel> ch) {
+    auto self = weak.lock();
+    if (!self) return done(make_error(errc::invalid_argument, "the log is gone"));
+    if (!ch) return done(ch.error());
+    client::QueueDeclareOptions q{.name = self->queue_, .durable = true, .arguments = {{"x-queue-type", "stream"}}};
+    // Never x-max-length-bytes: 0 for "no limit": leave it out.
+    if (auto max = self->layer_->options().stream_max_bytes; max > 0)
+      q.arguments.set("x-max-length-bytes", static_cast<std::int64_t>(max));
+    const std::string exchange = self->layer_->direct_exchange();
+    ch->queue_declare(q, [weak, ch = *ch, exchange, done](Result<client::QueueDeclared> r) {
+      if (!r) return done(r.error());
+      // Appends go through "<prefix>.direct" (no default exchange: the prefix's names suffice).
+      ch.queue_bind({.queue = r->name, .exchange = exchange, .routing_key = r->name}, [weak, done](Result<void> b) {
+        if (auto self = weak.lock(); self && b) self->declared_ = true;
+        done(b);
+      });
+    });
+  });
+}
+
+void Log::declared(client::Callback<void> then) {
+  if (declared_) return layer_->driver().post([then] { then(Result<void>()); });
+  declare(std::move(then));
+}
+
+void Log::append(std::string_view body_view, client::Callback<std::uint64_t> done) {
+  auto body = std::make_shared<std::string>(body_view);
+  auto self = shared_from_this();
+  declared([self, body, done](Result<void> r) {
+    if (!r) return done(r.error());
+    auto id = std::make_shared<std::string>(self->layer_->make_uuid());
+    self->layer_->control_channel([self, body, id, done](Result<client::Channel> ch) {
+      if (!ch) return done(ch.error());
+      const std::string exchange = self->layer_->direct_exchange();
+      ch->publish({.exchange = exchange,
+                   .routing_key = self->queue_,
+                   .mandatory = true,
+                   .properties = {.delivery_mode = client::persistent, .message_id = *id}},
+                  client::as_bytes(*body), [self, id, done](Result<engine::PublishOutcome> sent) {
+                    if (!sent) return done(sent.error());
+                    // The extra round trip: read the last chunk back and find this entry in it.
+                    auto found = std::make_shared<std::optional<std::uint64_t>>();
+                    auto highest = std::make_shared<std::optional<std::uint64_t>>();
+                    auto reader = std::make_shared<Reader>(
+                        self->layer_, self->queue_, wire::FieldValue("last"), self->options_.idle,
+                        std::min(self->options_.idle, std::chrono::milliseconds(200)),
+                        [id, found, highest](const client::Delivery& d, std::uint64_t offset) {
+                          *highest = std::max(offset, highest->value_or(0));
+                          if (d.properties().message_id == std::string_view(*id)) *found = offset;
+                          return found->has_value();
+                        },
+                        [found, highest, done](Result<bool> r) {
+                          if (!r) return done(r.error());
+                          // Under concurrent appenders the last chunk may be a later one: then
+                          // the receipt is the tip, an upper bound of where this entry landed.
+                          if (*found) return done(**found);
+                          if (*highest) return done(**highest);
+                          done(make_error(errc::timeout, "appended, but the stream showed no entry in time"));
+                        });
+                    reader->start();
+                  });
+    });
+  });
+}
+
+void Log::tip(client::Callback<std::optional<std::uint64_t>> done) {
+  auto highest = std::make_shared<std::optional<std::uint64_t>>();
+  auto reader = std::make_shared<Reader>(
+      layer_, queue_, wire::FieldValue("last"), options_.empty_wait, std::min(options_.idle, std::chrono::milliseconds(200)),
+      [highest](const client::Delivery&, std::uint64_t offset) {
+        *highest = std::max(offset, highest->value_or(0));
+        return false;
+      },
+      [highest, done](Result<bool> r) {
+        if (!r) return done(r.error());
+        done(*highest);
+      });
+  reader->start();
+}
+
+void Log::read(ReadOptions options, client::Callback<Page> done) {
+  auto self = shared_from_this();
+  tip([self, options, done](Result<std::optional<std::uint64_t>> tip) {
+    if (!tip) return done(tip.error());
+    auto page = std::make_shared<Page>();
+    page->tip = *tip;
+    const auto& from = options.from;
+    // Nothing to catch up on: an empty stream, "next", or a start past the tip.
+    if (!*tip || (!from.offset && from.position == "next") || (from.offset && *from.offset > **tip)) {
+      page->complete = true;
+      return done(std::move(*page));
+    }
+    const std::uint64_t until = **tip;
+    auto first = std::make_shared<std::optional<std::uint64_t>>();
+    auto reader = std::make_shared<Reader>(
+        self->layer_, self->queue_, start_of(from), self->options_.idle, self->options_.idle,
+        [page, first, until, max = options.max_entries](const client::Delivery& d, std::uint64_t offset) {
+          if (!*first) *first = offset;
+          if (offset > until) {  // past the tip read first: the page is done without it
+            page->complete = true;
+            return true;
+          }
+          page->entries.push_back({.offset = offset, .message = d.take()});
+          if (offset == until) page->complete = true;
+          return page->complete || page->entries.size() >= max;
+        },
+        [self, page, first, from, done](Result<bool> r) {
+          if (!r) return done(r.error());
+          if (!from.offset || !*first || **first <= *from.offset) return done(std::move(*page));
+          // The first entry is past the one asked for: trimmed, or offsets that are not dense?
+          self->oldest([self, page, asked = *from.offset, first = **first, done](Result<std::optional<std::uint64_t>> o) {
+            if (!o) return done(o.error());
+            if (*o && is_gap(asked, first, **o)) {
+              Gap gap{.asked = asked, .oldest = **o};
+              if (self->options_.on_gap) self->options_.on_gap(gap);
+              Error e = make_error(errc::not_found, "offset " + std::to_string(asked) + " is gone; the oldest retained is " +
+                                                        std::to_string(gap.oldest));
+              e.reply_code = 410;
+              return done(e);
+            }
+            done(std::move(*page));
+          });
+        });
+    reader->start();
+  });
+}
+
+void Log::oldest(client::Callback<std::optional<std::uint64_t>> done) {
+  auto first = std::make_shared<std::optional<std::uint64_t>>();
+  auto reader = std::make_shared<Reader>(
+      layer_, queue_, wire::FieldValue("first"), options_.empty_wait, options_.idle,
+      [first](const client::Delivery&, std::uint64_t offset) {
+        *first = offset;
+        return true;
+      },
+      [first, done](Result<bool> r) {
+        if (!r) return done(r.error());
+        done(*first);
+      });
+  reader->start();
+}
+
+void Log::follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
+                 std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done) {
+  auto self = shared_from_this();
+  layer_->consumer_channel([self, from, on_entry, on_end, done](Result<client::Channel> ch) {
+    if (!ch) return done(ch.error());
+    client::ConsumeOptions options{.queue = self->queue_, .prefetch = 200, .arguments = {{"x-stream-offset", start_of(from)}}, .stream = true};
+    ch->consume(
+        options,
+        [on_entry](const client::Delivery& d) {
+          auto offset = stream_offset(d.properties());
+          (void)d.ack();
+          if (offset) on_entry(d, *offset);
+        },
+        [ch = *ch, on_end, done](Result<client::Consumer> c) {
+          if (!c) return done(c.error());
+          c->on_ended([on_end](const Error& cause) {
+            if (on_end) on_end(cause);
+          });
+          done(std::make_shared<LogTail>(ch, std::move(*c)));
+        });
+  });
+}
+
+void LogTail::close(client::Callback<void> done) {
+  auto ch = channel_;
+  consumer_.cancel([ch, done](Result<void>) {
+    if (!ch.is_open()) {
+      if (done) done(Result<void>());
+      return;
+    }
+    ch.close([done](Result<void> r) {
+      if (done) done(r);
+    });
+  });
+}
+
+}  // namespace warren::messaging

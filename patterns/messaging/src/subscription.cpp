@@ -1,0 +1,129 @@
+#include "warren/messaging/subscription.hpp"
+
+namespace warren::messaging {
+
+std::shared_ptr<Subscription> Subscription::start(std::shared_ptr<Messaging> layer, SubscriptionSpec spec,
+                                                  client::Callback<void> ready) {
+  std::shared_ptr<Subscription> s(new Subscription(layer, std::move(spec), std::move(ready)));
+  layer->track(s);
+  s->subscribe();
+  return s;
+}
+
+Subscription::Subscription(std::shared_ptr<Messaging> layer, SubscriptionSpec spec, client::Callback<void> ready)
+    : layer_(layer), spec_(std::move(spec)), ready_(std::move(ready)) {}
+
+Subscription::~Subscription() {
+  if (timer_) timer_->cancel();
+  if (channel_.is_open()) channel_.close(nullptr);
+}
+
+void Subscription::subscribe() {
+  auto layer = layer_.lock();
+  if (!layer || over_) return;
+  std::weak_ptr<Subscription> weak = weak_from_this();
+  auto on_channel = [weak](Result<client::Channel> ch) {
+    auto self = weak.lock();
+    if (!self || self->over_) return;
+    if (!ch) return self->subscribed(ch.error());
+    self->channel_ = *ch;
+    self->spec_.setup(*ch, [weak, ch = *ch](Result<void> r) {
+      auto self = weak.lock();
+      if (!self || self->over_) return;
+      if (!r) return self->subscribed(r);
+      ch.consume({.queue = self->spec_.queue, .prefetch = self->spec_.prefetch},
+                 [weak](const client::Delivery& d) {
+                   if (auto self = weak.lock(); self && !self->over_) self->spec_.on_delivery(d);
+                 },
+                 [weak](Result<client::Consumer> c) {
+                   auto self = weak.lock();
+                   if (!self || self->over_) return;
+                   if (!c) return self->subscribed(c.error());
+                   self->consumer_ = std::move(*c);
+                   self->consumer_.on_ended([weak](const Error& cause) {
+                     if (auto self = weak.lock()) self->ended(cause);
+                   });
+                   self->subscribed(Result<void>());
+                 });
+    });
+  };
+  // A channel the broker only cancelled our consumer on is still good; a closed one is not.
+  if (channel_.is_open()) return on_channel(channel_);
+  layer->consumer_channel(on_channel);
+}
+
+void Subscription::subscribed(Result<void> r) {
+  if (r) {
+    consuming_ = true;
+    failures_ = 0;
+    if (reported_) {
+      reported_ = false;
+      ++resubscribed_;
+      if (auto layer = layer_.lock())
+        layer->report({.what = "consumer.recovered", .subject = spec_.queue, .cause = Error{}});
+    }
+    if (auto ready = std::move(ready_)) {
+      ready_ = nullptr;
+      ready(Result<void>());
+    }
+    return;
+  }
+  if (auto ready = std::move(ready_)) {  // the first setup failed: the caller's to fix
+    ready_ = nullptr;
+    over_ = true;
+    if (channel_.is_open()) channel_.close(nullptr);
+    return ready(r.error());
+  }
+  ended(r.error());
+}
+
+void Subscription::ended(const Error& cause) {
+  if (over_) return;
+  consuming_ = false;
+  auto layer = layer_.lock();
+  if (!layer || layer->closed()) return;
+  if (!layer->connection_open()) return layer->connection_lost(cause);
+  if (!reported_) {  // once per episode, however many tries it takes
+    reported_ = true;
+    layer->report({.what = "consumer.closed", .subject = spec_.queue, .cause = cause});
+  }
+  const auto delay = retry_delay(spec_.resubscribe, ++failures_, std::uniform_real_distribution<double>(0, 1)(random_));
+  std::weak_ptr<Subscription> weak = weak_from_this();
+  if (!timer_)
+    timer_ = layer->driver().timer([weak] {
+      if (auto self = weak.lock()) self->subscribe();
+    });
+  timer_->arm(layer->driver().now() + delay);
+}
+
+void Subscription::end(const Error& cause) {
+  if (over_) return;
+  over_ = true;
+  consuming_ = false;
+  if (timer_) timer_->cancel();
+  if (auto ready = std::move(ready_)) {
+    ready_ = nullptr;
+    ready(cause);
+  }
+}
+
+void Subscription::cancel(client::Callback<void> done) {
+  if (over_) {
+    if (auto layer = layer_.lock()) return layer->driver().post([done] { if (done) done(Result<void>()); });
+    if (done) done(Result<void>());
+    return;
+  }
+  end(make_error(errc::consumer_cancelled, "cancelled"));
+  auto ch = channel_;
+  consumer_.cancel([ch, done](Result<void>) {
+    if (!ch.is_open()) {
+      if (done) done(Result<void>());
+      return;
+    }
+    ch.close([done](Result<void>) {
+      if (done) done(Result<void>());
+    });
+  });
+}
+
+}  // namespace warren::messaging

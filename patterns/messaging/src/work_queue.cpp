@@ -1,0 +1,299 @@
+#include "warren/messaging/work_queue.hpp"
+
+#include <algorithm>
+#include <variant>
+
+#include "warren/wire/properties.hpp"
+
+namespace warren::messaging {
+namespace {
+
+std::optional<std::int64_t> integer_of(const wire::FieldValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::optional<std::int64_t> {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return static_cast<std::int64_t>(x);
+        else return std::nullopt;
+      },
+      v.value);
+}
+
+// Headers the broker writes when it dead-letters (the retry levels do, every time): dropped
+// from a republish so they neither grow nor count against the frame (RabbitMQ 4 ignores
+// them in a client's publish anyway).
+bool broker_death_header(std::string_view key) {
+  return key == "x-death" || key.starts_with("x-first-death-") || key.starts_with("x-last-death-");
+}
+
+// Declares each queue and binds it to `exchange` under its own name, one after another.
+void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::QueueDeclareOptions>> all, std::string exchange,
+                 std::size_t i, client::Callback<void> done) {
+  if (i == all->size()) return done(Result<void>());
+  ch.queue_declare((*all)[i], [ch, all, exchange, i, done](Result<client::QueueDeclared> q) {
+    if (!q) return done(q.error());
+    ch.queue_bind({.queue = q->name, .exchange = exchange, .routing_key = q->name}, [ch, all, exchange, i, done](Result<void> r) {
+      if (!r) return done(r);
+      declare_all(ch, all, exchange, i + 1, done);
+    });
+  });
+}
+
+// The republish was not confirmed (the broker may or may not have it): the original goes back
+// to the queue as it was, to be tried again, rather than sit unacked until its channel closes.
+template <class T>
+void unconfirmed(client::Message& original, const Error& why, const client::Callback<T>& done) {
+  (void)original.nack({.requeue = true});
+  done(why);
+}
+
+}  // namespace
+
+std::size_t error_budget(const client::Properties& properties, std::uint32_t frame_max_bytes) {
+  constexpr std::size_t cap = 4096;
+  auto size = wire::content_header_size(properties);
+  if (!size) return 0;
+  if (frame_max_bytes == 0) return cap;
+  constexpr std::size_t frame_overhead = 8;  // type, channel, size, frame-end
+  const std::size_t room = frame_max_bytes > frame_overhead ? frame_max_bytes - frame_overhead : 0;
+  if (*size >= room) return 0;
+  return std::min(cap, room - *size);
+}
+
+std::string cut_text(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit) return std::string(text);
+  std::size_t n = limit;
+  // Never end inside a UTF-8 sequence: step back over continuation bytes to a lead byte.
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return std::string(text.substr(0, n));
+}
+
+// ---- WorkItem
+
+WorkItem::WorkItem(std::shared_ptr<WorkQueue> queue, client::Message message)
+    : queue_(std::move(queue)), message_(std::move(message)) {
+  if (auto h = message_.headers(); h)
+    if (const auto* v = h->find(attempt_header))
+      if (auto n = integer_of(*v); n && *n >= 1) attempt_ = static_cast<std::uint32_t>(std::min<std::int64_t>(*n, 1 << 30));
+}
+
+std::string_view WorkItem::message_id() const noexcept {
+  return message_.properties().message_id.value_or(std::string_view{});
+}
+
+Result<void> WorkItem::done() { return message_.ack(); }
+
+Result<void> WorkItem::release() { return message_.nack({.requeue = true}); }
+
+void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
+  if (attempt_ >= queue_->options().attempts) {
+    return dead_letter("attempts exhausted", std::move(options), [done](Result<void> r) {
+      if (!r) return done(r.error());
+      done(Retried{.dead_lettered = true});
+    });
+  }
+  const auto delay = retry_delay(queue_->options().backoff, attempt_, queue_->draw());
+  auto original = std::make_shared<client::Message>(std::move(message_));
+  options.headers.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_ + 1));
+  queue_->republish(*original, queue_->retry_queue(delay), std::move(options.headers), options.error,
+                    [original, delay, done](Result<void> r) {
+                      if (!r) return unconfirmed(*original, r.error(), done);
+                      if (auto acked = original->ack(); !acked) return done(acked.error());
+                      done(Retried{.dead_lettered = false, .delay = delay});
+                    });
+}
+
+void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Callback<void> done) {
+  auto original = std::make_shared<client::Message>(std::move(message_));
+  auto& h = options.headers;
+  h.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_));
+  h.set(std::string(attempts_header), static_cast<std::int64_t>(attempt_));
+  h.set(std::string(reason_header), std::move(reason));
+  // The routing key it was first put with (a retry level dead-letters it back under the work
+  // queue's name, which is the key it was put with).
+  if (auto prior = original->headers(); !prior || !prior->find(original_routing_key_header))
+    h.set(std::string(original_routing_key_header), std::string(original->routing_key()));
+  queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error,
+                    [original, done](Result<void> r) {
+                      if (!r) return unconfirmed(*original, r.error(), done);
+                      done(original->ack());
+                    });
+}
+
+// ---- WorkQueue
+
+Result<std::shared_ptr<WorkQueue>> WorkQueue::create(std::shared_ptr<Messaging> layer, WorkQueueOptions options) {
+  if (!layer) return make_error(errc::invalid_argument, "no messaging layer");
+  if (options.name.empty() || options.name.size() > 180 ||
+      !std::all_of(options.name.begin(), options.name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+               c == '_' || c == ':';
+      }))
+    return make_error(errc::invalid_argument, "work queue name '" + options.name + "': letters, digits, '.', '-', '_', ':'");
+  if (options.attempts == 0) return make_error(errc::invalid_argument, "attempts must be at least 1");
+  if (options.backoff.base.count() <= 0 || options.backoff.max < options.backoff.base)
+    return make_error(errc::invalid_argument, "backoff: base must be positive and max at least base");
+  return std::shared_ptr<WorkQueue>(new WorkQueue(std::move(layer), std::move(options)));
+}
+
+WorkQueue::WorkQueue(std::shared_ptr<Messaging> layer, WorkQueueOptions options)
+    : layer_(std::move(layer)), options_(std::move(options)), random_(std::random_device{}()) {
+  queue_ = layer_->name(options_.name);
+  dlq_ = queue_ + ".dlq";
+}
+
+std::string WorkQueue::retry_queue(std::chrono::milliseconds level) const {
+  return queue_ + ".retry." + std::to_string(level.count());
+}
+
+double WorkQueue::draw() {
+  if (options_.random) return options_.random();
+  return std::uniform_real_distribution<double>(0, 1)(random_);
+}
+
+void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> done) {
+  const auto& type = layer_->options().queue_type;
+  // Everything goes through "<prefix>.direct" with the queue's name as the routing key, never
+  // the default exchange: a user allowed only the names under "<prefix>." can run it (a
+  // dead-letter target of "" would need write access to amq.default).
+  const std::string exchange = layer_->direct_exchange();
+  auto all = std::make_shared<std::vector<client::QueueDeclareOptions>>();
+  // The work queue dead-letters into the DLQ too: RabbitMQ 4.0-4.2 dead-letter a message the
+  // broker returned 20 times, and a queue without a target would drop it.
+  all->push_back({.name = queue_,
+                  .durable = true,
+                  .arguments = {{"x-queue-type", type}, {"x-dead-letter-exchange", exchange}, {"x-dead-letter-routing-key", dlq_}}});
+  all->push_back({.name = dlq_, .durable = true, .arguments = {{"x-queue-type", type}}});
+  for (auto level : delay_levels(options_.backoff))
+    all->push_back({.name = retry_queue(level),
+                    .durable = true,
+                    .arguments = {{"x-queue-type", "classic"},
+                                  {"x-message-ttl", static_cast<std::int64_t>(level.count())},
+                                  {"x-dead-letter-exchange", exchange},
+                                  {"x-dead-letter-routing-key", queue_}}});
+  ch.exchange_declare({.name = exchange, .type = "direct", .durable = true}, [ch, all, exchange, done](Result<void> r) {
+    if (!r) return done(r);
+    declare_all(ch, all, exchange, 0, done);
+  });
+}
+
+void WorkQueue::declare(client::Callback<void> done) {
+  std::weak_ptr<WorkQueue> weak = weak_from_this();
+  layer_->control_channel([weak, done](Result<client::Channel> ch) {
+    auto self = weak.lock();
+    if (!self) return done(make_error(errc::invalid_argument, "the work queue is gone"));
+    if (!ch) return done(ch.error());
+    self->declare_on(*ch, [weak, done](Result<void> r) {
+      if (auto self = weak.lock(); self && r) self->declared_ = true;
+      done(r);
+    });
+  });
+}
+
+void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
+  if (!declared_) {
+    auto copy = std::make_shared<PutOptions>(options);
+    auto body = std::make_shared<std::string>(options.body);
+    copy->body = *body;
+    std::weak_ptr<WorkQueue> weak = weak_from_this();
+    return declare([weak, copy, body, done](Result<void> r) {
+      auto self = weak.lock();
+      if (!r || !self) return done(r ? Result<void>(make_error(errc::invalid_argument, "the work queue is gone")) : r);
+      self->put(*copy, done);
+    });
+  }
+  auto headers = std::make_shared<client::FieldTable>(options.headers);
+  headers->set(std::string(attempt_header), static_cast<std::int64_t>(1));
+  auto id = std::make_shared<std::string>(options.message_id.empty() ? layer_->make_uuid() : options.message_id);
+  auto body = std::make_shared<std::string>(options.body);
+  auto timeout = options.timeout;
+  std::weak_ptr<WorkQueue> weak = weak_from_this();
+  layer_->control_channel([weak, headers, id, body, timeout, done](Result<client::Channel> ch) {
+    auto self = weak.lock();
+    if (!self) return done(make_error(errc::invalid_argument, "the work queue is gone"));
+    if (!ch) return done(ch.error());
+    const std::string exchange = self->layer_->direct_exchange();
+    ch->publish({.exchange = exchange,
+                 .routing_key = self->queue_,
+                 .mandatory = true,
+                 .properties = {.headers = wire::TableRef(*headers), .delivery_mode = client::persistent, .message_id = *id},
+                 .timeout = timeout},
+                client::as_bytes(*body), [done](Result<engine::PublishOutcome> r) {
+                  if (!r) return done(r.error());
+                  done(Result<void>());
+                });
+  });
+}
+
+void WorkQueue::republish(const client::Message& original, std::string routing_key, client::FieldTable add,
+                          std::string_view error, client::Callback<void> done) {
+  auto headers = std::make_shared<client::FieldTable>();
+  if (auto prior = original.headers(); prior)
+    for (auto& e : prior->entries)
+      if (!broker_death_header(e.key)) headers->entries.push_back(e);
+  for (auto& e : add.entries) headers->set(e.key, e.value);
+  // The properties as they were (views into `original`, which the caller keeps alive until
+  // the publish returned), with the new headers, persistent, and no per-message expiration.
+  auto properties = std::make_shared<client::Properties>(original.properties());
+  properties->expiration.reset();
+  properties->delivery_mode = client::persistent;
+  if (!error.empty()) {
+    headers->set(std::string(error_header), std::string());
+    properties->headers = wire::TableRef(*headers);
+    headers->set(std::string(error_header), cut_text(error, error_budget(*properties, layer_->frame_max_bytes())));
+  }
+  properties->headers = wire::TableRef(*headers);
+  auto key = std::make_shared<std::string>(std::move(routing_key));
+  auto body = std::make_shared<std::string>(original.body_text());
+  auto props_copy = std::make_shared<client::Properties>(*properties);
+  // The message's string properties are views into `original`: copy them so the publish may
+  // start after a channel is opened, when the caller's message may have moved on.
+  auto strings = std::make_shared<std::vector<std::string>>();
+  strings->reserve(12);
+  auto own = [&](std::optional<std::string_view>& v) {
+    if (v) v = strings->emplace_back(*v);
+  };
+  own(props_copy->content_type);
+  own(props_copy->content_encoding);
+  own(props_copy->correlation_id);
+  own(props_copy->reply_to);
+  own(props_copy->message_id);
+  own(props_copy->type);
+  own(props_copy->user_id);
+  own(props_copy->app_id);
+  own(props_copy->cluster_id);
+  auto exchange = std::make_shared<std::string>(layer_->direct_exchange());
+  layer_->control_channel([headers, props_copy, strings, key, body, exchange, done](Result<client::Channel> ch) {
+    if (!ch) return done(ch.error());
+    ch->publish({.exchange = *exchange, .routing_key = *key, .mandatory = true, .properties = *props_copy},
+                client::as_bytes(*body), [done](Result<engine::PublishOutcome> r) {
+                  if (!r) return done(r.error());
+                  done(Result<void>());
+                });
+  });
+}
+
+void WorkQueue::consume(WorkerOptions options, std::function<void(WorkItem)> on_item,
+                        client::Callback<std::shared_ptr<Subscription>> done) {
+  if (options.prefetch == 0) return done(make_error(errc::invalid_argument, "prefetch must be at least 1"));
+  std::weak_ptr<WorkQueue> weak = weak_from_this();
+  auto holder = std::make_shared<std::shared_ptr<Subscription>>();
+  *holder = Subscription::start(
+      layer_,
+      {.queue = queue_,
+       .prefetch = options.prefetch,
+       .setup = [weak](const client::Channel& ch, client::Callback<void> d) {
+         auto self = weak.lock();
+         if (!self) return d(make_error(errc::invalid_argument, "the work queue is gone"));
+         self->declare_on(ch, std::move(d));
+       },
+       .on_delivery = [weak, on_item](const client::Delivery& d) {
+         if (auto self = weak.lock()) on_item(WorkItem(self, d.take()));
+       }},
+      [holder, done](Result<void> r) {
+        auto s = std::move(*holder);
+        if (!r) return done(r.error());
+        done(std::move(s));
+      });
+}
+
+}  // namespace warren::messaging

@@ -1,0 +1,169 @@
+"""`warren work put` and `warren work run` against the real test broker (RMQ_PORT, RMQ_CTL):
+the result lines and exit codes the issue fixes, on both drivers: done, a failing command
+retried through the backoff and dead-lettered after --attempts (with its headers, read back
+with pika), exit 75 releasing without counting an attempt, the environment the command sees,
+no message lost when workers are killed with SIGKILL mid-run, and the usage errors."""
+import os
+import signal
+import subprocess
+import time
+import sys
+import unittest
+import uuid
+
+import pika
+
+WARREN = os.environ.get("WARREN", "")
+PORT = os.environ.get("RMQ_PORT", "")
+CTL = os.environ.get("RMQ_CTL", "")
+URL = f"amqp://guest:guest@127.0.0.1:{PORT}"
+FAST = ["--backoff-base-ms", "100", "--backoff-max-ms", "200"]
+
+
+def warren(*args, stdin=None, timeout=60):
+    return subprocess.run([WARREN, *args, "--url", URL], input=stdin, capture_output=True, timeout=timeout)
+
+
+class Work(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not WARREN or not os.path.exists(WARREN):
+            raise RuntimeError("WARREN must name the built warren binary")
+        if not PORT or not CTL:
+            raise RuntimeError("RMQ_PORT and RMQ_CTL must name the test broker (scripts/test.sh sets them)")
+
+    def setUp(self):
+        self.prefix = "cliwork-" + uuid.uuid4().hex[:8]
+        self.connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORT)))
+        self.channel = self.connection.channel()
+        self.addCleanup(self.drop)
+
+    def drop(self):
+        out = subprocess.run([CTL, "-q", "list_queues", "name"], capture_output=True, text=True).stdout
+        for name in out.split():
+            if name.startswith(self.prefix + "."):
+                self.channel.queue_delete(name)
+        self.connection.close()
+
+    def ok(self, result):
+        self.assertEqual(result.returncode, 0, result.stderr.decode(errors="replace"))
+        return result.stdout.decode()
+
+    def depth(self, queue):
+        return self.channel.queue_declare(queue, passive=True).method.message_count
+
+    def lines(self, out):
+        # "done <id> attempt=<n>" → ("done", "attempt=<n>"); the id is a fresh UUID per message
+        return [(w[0], w[2]) for w in (line.split(" ") for line in out.splitlines())]
+
+    def test_done_prints_one_line_per_message_and_empties_the_queue(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = "jobs-" + driver
+                self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--driver", driver, stdin=b"a\nb\nc\n"))
+                self.assertEqual(self.depth(f"{self.prefix}.{q}"), 3)
+                out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--driver", driver,
+                                     "--exec", "cat >/dev/null", "--count", "3", "--timeout", "20"))
+                self.assertEqual(self.lines(out), [("done", "attempt=1")] * 3)
+                ids = [line.split(" ")[1] for line in out.splitlines()]
+                self.assertEqual(len(set(ids)), 3)
+                for i in ids:
+                    uuid.UUID(i)  # a fresh UUID per message
+                self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
+
+    def test_a_failing_command_is_retried_then_dead_lettered_with_why(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = "fail-" + driver
+                self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "payload",
+                               "--header", "origin=test", "--driver", driver))
+                out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--driver", driver,
+                                     "--exec", "echo first >&2; echo it broke >&2; exit 3", "--attempts", "2", *FAST,
+                                     "--count", "1", "--timeout", "20"))
+                self.assertEqual(self.lines(out), [("retry", "attempt=1"), ("dead-letter", "attempt=2")])
+                method, props, body = self.channel.basic_get(f"{self.prefix}.{q}.dlq", auto_ack=True)
+                self.assertIsNotNone(method)
+                self.assertEqual(body, b"payload")
+                h = props.headers
+                self.assertEqual(h["x-warren-exit-status"], 3)
+                self.assertEqual(h["x-warren-error"], b"it broke" if isinstance(h["x-warren-error"], bytes) else "it broke")
+                self.assertEqual(h["x-warren-attempts"], 2)
+                self.assertEqual(h["x-warren-original-routing-key"], f"{self.prefix}.{q}")
+                self.assertEqual(h["origin"], "test")
+                self.assertEqual(props.message_id, out.splitlines()[0].split(" ")[1])
+                self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
+
+    def test_exit_75_releases_without_counting_an_attempt(self):
+        q = "release"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        # The first run releases; the marker file makes the second run succeed.
+        marker = f"/tmp/{self.prefix}.released"
+        self.addCleanup(lambda: os.path.exists(marker) and os.remove(marker))
+        cmd = f'if [ -e {marker} ]; then exit 0; fi; touch {marker}; exit 75'
+        out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", cmd, "--attempts", "1",
+                             "--count", "1", "--timeout", "20"))
+        self.assertEqual(self.lines(out), [("release", "attempt=1"), ("done", "attempt=1")])
+
+    def test_the_command_sees_the_body_attempt_and_message_id(self):
+        q = "env"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "the body"))
+        out_file = f"/tmp/{self.prefix}.env"
+        self.addCleanup(lambda: os.path.exists(out_file) and os.remove(out_file))
+        cmd = f'{{ cat; echo; echo "$WARREN_ATTEMPT $WARREN_MESSAGE_ID"; }} >> {out_file}; [ "$WARREN_ATTEMPT" = 2 ]'
+        out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", cmd, *FAST,
+                             "--count", "1", "--timeout", "20"))
+        self.assertEqual(self.lines(out), [("retry", "attempt=1"), ("done", "attempt=2")])
+        message_id = out.splitlines()[0].split(" ")[1]
+        with open(out_file) as f:
+            self.assertEqual(f.read(), f"the body\n1 {message_id}\nthe body\n2 {message_id}\n")
+
+    def test_no_message_is_lost_when_work_run_is_killed_at_any_point(self):
+        q = "crash"
+        bodies = [f"m{i}" for i in range(12)]
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, stdin="".join(b + "\n" for b in bodies).encode()))
+        record = f"/tmp/{self.prefix}.done"
+        self.addCleanup(lambda: os.path.exists(record) and os.remove(record))
+        # Attempt 1 fails (a retry: republished, confirmed, then acked), attempt 2 records the
+        # body and succeeds; a third of the bodies always fail and end in the DLQ.
+        cmd = (f'b=$(cat); case "$b" in m0|m3|m6|m9) exit 4;; esac; '
+               f'[ "$WARREN_ATTEMPT" -ge 2 ] || exit 3; echo "$b" >> {record}')
+        run = [WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec", cmd, "--attempts", "2",
+               "--backoff-base-ms", "50", "--backoff-max-ms", "50", "--prefetch", "4", "--url", URL]
+        for delay in (0.15, 0.3, 0.05, 0.5, 0.2, 0.4, 0.1, 0.25):
+            p = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        # A last worker drains what is left (it times out once there is nothing more).
+        r = subprocess.run([*run, "--timeout", "6"], capture_output=True, timeout=60)
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        with open(record) if os.path.exists(record) else open(os.devnull) as f:
+            done = set(f.read().split())
+        dead = set()
+        while True:
+            method, _, body = self.channel.basic_get(f"{self.prefix}.{q}.dlq", auto_ack=True)
+            if method is None:
+                break
+            dead.add(body.decode())
+        self.assertEqual(done | dead, set(bodies))  # duplicates may happen; losses may not
+        self.assertEqual(dead, {"m0", "m3", "m6", "m9"})
+        self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
+
+    def test_timeout_and_usage_errors(self):
+        r = warren("work", "run", "--queue", "idle", "--prefix", self.prefix, "--exec", "true", "--count", "1",
+                   "--timeout", "1")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(),
+                         f"warren: work run {self.prefix}.idle: timed out after 1 s with 0 message(s) of 1\n")
+        r = warren("work", "run", "--queue", "x", "--exec", "true", "--attempts", "0")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.decode(), "warren: invalid argument: --attempts must be at least 1\n")
+        r = warren("work", "put", "--queue", "x", "--prefix", "bad prefix", "--body", "b")
+        self.assertEqual(r.returncode, 2)
+        self.assertTrue(r.stderr.decode().startswith("warren: invalid argument: --prefix "), r.stderr)
+        r = warren("work", "run", "--queue", "x")
+        self.assertEqual(r.returncode, 2)  # --exec is required
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,413 @@
+// The messaging layer (patterns/messaging) against the real broker, on each driver: the work
+// queue's retry path with its attempt header, release not counting an attempt, the DLQ after
+// the last attempt with its headers (the error cut to fit a small frame_max), a worker's
+// unacked message redelivered after its connection dies; an inbox, a service group of two
+// competing members, a send to nobody failing; a 406 on one channel leaving the layer
+// working, a queue deleted under a member subscribed again (logged once), close() releasing
+// the layer's channels but not the connection; a user allowed only the prefix's names.
+#include <map>
+#include <set>
+
+#include "client_fixture.hpp"
+#include "warren/messaging/direct.hpp"
+#include "warren/messaging/work_queue.hpp"
+
+namespace warren::test {
+namespace {
+
+using namespace warren::messaging;
+using client::FieldTable;
+
+std::string field_text(const FieldTable& t, std::string_view key) {
+  const auto* v = t.find(key);
+  if (!v) return "<none>";
+  if (const auto* s = std::get_if<std::string>(&v->value)) return *s;
+  if (const auto* n = std::get_if<std::int64_t>(&v->value)) return std::to_string(*n);
+  if (const auto* n = std::get_if<std::int32_t>(&v->value)) return std::to_string(*n);
+  return "<other>";
+}
+
+class MessagingBroker : public ClientSuite {
+ protected:
+  std::string prefix = "wt" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+                       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000);
+  std::vector<Event> events;
+
+  std::shared_ptr<Messaging> layer(std::shared_ptr<client::Connection> c = nullptr, Options o = {}) {
+    o.prefix = prefix;
+    o.on_event = [this](const Event& e) { events.push_back(e); };
+    auto m = Messaging::create(c ? c : conn, o);
+    if (!m) throw std::runtime_error(m.error().to_string());
+    return *m;
+  }
+  std::shared_ptr<WorkQueue> work(const std::shared_ptr<Messaging>& m, WorkQueueOptions o) {
+    auto q = WorkQueue::create(m, std::move(o));
+    if (!q) throw std::runtime_error(q.error().to_string());
+    return *q;
+  }
+  // A queue's ready messages, by a passive declare on a channel of the test's own.
+  std::uint32_t depth(const std::string& queue) {
+    auto ch = open();
+    auto q = wait<client::QueueDeclared>([&](auto d) { ch.queue_declare({.name = queue, .passive = true}, d); });
+    if (!q) throw std::runtime_error("passive declare " + queue + ": " + q.error().to_string());
+    ch.close(nullptr);
+    return q->message_count;
+  }
+  void drop_work_queue(const WorkQueue& q) {
+    auto ch = open();
+    std::vector<std::string> names{q.queue(), q.dead_letter_queue()};
+    for (auto level : delay_levels(q.options().backoff)) names.push_back(q.retry_queue(level));
+    for (const auto& n : names) (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = n}, d); });
+    ch.close(nullptr);
+  }
+  void put(const std::shared_ptr<WorkQueue>& q, std::string_view body, std::string id) {
+    auto r = wait<void>([&](auto d) { q->put({.body = body, .message_id = std::move(id)}, d); });
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+  }
+};
+
+TEST_P(MessagingBroker, a_retry_is_republished_with_the_next_attempt_through_its_delay_level) {
+  auto m = layer();
+  auto q = work(m, {.name = "jobs", .attempts = 5, .backoff = {.base = 100ms, .max = 400ms}, .random = [] { return 0.99; }});
+  put(q, "payload", "id-1");
+  std::vector<std::uint32_t> attempts;
+  std::vector<std::string> ids;
+  std::vector<std::chrono::milliseconds> delays;
+  bool finished = false;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 attempts.push_back(item.attempt());
+                 ids.emplace_back(item.message_id());
+                 EXPECT_EQ(item.body(), "payload");
+                 if (item.attempt() < 3) {
+                   auto shared = std::make_shared<WorkItem>(std::move(item));
+                   shared->retry({.error = "boom"}, [&, shared](Result<Retried> r) {
+                     ASSERT_TRUE(r.ok()) << r.error().to_string();
+                     EXPECT_FALSE(r->dead_lettered);
+                     delays.push_back(r->delay);
+                   });
+                 } else {
+                   EXPECT_TRUE(item.done().ok());
+                   finished = true;
+                 }
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  ASSERT_TRUE(loop.run_until([&] { return finished; }, 15s));
+  EXPECT_EQ(attempts, (std::vector<std::uint32_t>{1, 2, 3}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"id-1", "id-1", "id-1"}));
+  // Draw 0.99 takes the ceiling: 100 ms after the first failure, 200 ms after the second.
+  EXPECT_EQ(delays, (std::vector<std::chrono::milliseconds>{100ms, 200ms}));
+  EXPECT_TRUE(m->healthy());
+  EXPECT_EQ(depth(q->dead_letter_queue()), 0u);
+  ASSERT_TRUE(wait<void>([&](auto d) { m->close(d); }).ok());
+  EXPECT_TRUE(conn->is_open());  // the layer never closes what it was given
+  drop_work_queue(*q);
+}
+
+TEST_P(MessagingBroker, release_does_not_count_and_the_last_attempt_goes_to_the_dlq_with_why) {
+  auto m = layer();
+  auto q = work(m, {.name = "poison", .attempts = 2, .backoff = {.base = 100ms, .max = 100ms}});
+  put(q, "bad", "id-poison");
+  std::vector<std::string> seen;
+  bool released = false, dead = false;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 seen.push_back(std::to_string(item.attempt()));
+                 if (!released) {
+                   released = true;
+                   EXPECT_TRUE(item.release().ok());
+                   return;
+                 }
+                 auto shared = std::make_shared<WorkItem>(std::move(item));
+                 FieldTable extra{{"x-warren-exit-status", 3}};
+                 shared->retry({.error = "line one\nexit 3: it broke", .headers = extra}, [&, shared](Result<Retried> r) {
+                   ASSERT_TRUE(r.ok()) << r.error().to_string();
+                   if (r->dead_lettered) dead = true;
+                 });
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  ASSERT_TRUE(loop.run_until([&] { return dead; }, 15s));
+  EXPECT_EQ(seen, (std::vector<std::string>{"1", "1", "2"}));  // the release counted nothing
+  auto ch = open();
+  auto got = wait<std::optional<client::Message>>([&](auto d) { ch.get({.queue = q->dead_letter_queue()}, d); });
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  ASSERT_TRUE(got->has_value());
+  auto& msg = **got;
+  EXPECT_EQ(msg.body_text(), "bad");
+  EXPECT_EQ(msg.properties().message_id.value_or(""), "id-poison");
+  auto h = msg.headers();
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(field_text(*h, "x-warren-reason"), "attempts exhausted");
+  EXPECT_EQ(field_text(*h, "x-warren-attempts"), "2");
+  EXPECT_EQ(field_text(*h, "x-warren-attempt"), "2");
+  EXPECT_EQ(field_text(*h, "x-warren-error"), "line one\nexit 3: it broke");
+  EXPECT_EQ(field_text(*h, "x-warren-exit-status"), "3");
+  EXPECT_EQ(field_text(*h, "x-warren-original-routing-key"), q->queue());
+  EXPECT_EQ(h->find("x-death"), nullptr);  // the retry level's bookkeeping is not carried
+  EXPECT_TRUE(msg.ack().ok());
+  EXPECT_EQ(depth(q->queue()), 0u);
+  drop_work_queue(*q);
+}
+
+TEST_P(MessagingBroker, a_retry_the_broker_did_not_take_leaves_the_message_in_the_queue_as_it_was) {
+  auto m = layer();
+  auto q = work(m, {.name = "unrouted", .attempts = 3, .backoff = {.base = 100ms, .max = 100ms}});
+  ASSERT_TRUE(wait<void>([&](auto d) { q->declare(d); }).ok());  // so put() declares nothing again
+  std::vector<std::string> seen;
+  std::optional<Error> retry_error;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 seen.push_back(std::string(item.message_id()) + " attempt=" + std::to_string(item.attempt()));
+                 if (retry_error) return (void)item.done();
+                 auto shared = std::make_shared<WorkItem>(std::move(item));
+                 shared->retry({.error = "x"}, [&, shared](Result<Retried> r) {
+                   if (!r) retry_error = r.error();
+                 });
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  // The only retry level is gone (after the worker declared it): the retry's mandatory
+  // republish comes back unroutable.
+  auto ch = open();
+  ASSERT_TRUE(wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = q->retry_queue(100ms)}, d); }).ok());
+  put(q, "keep me", "id-keep");
+  ASSERT_TRUE(loop.run_until([&] { return seen.size() == 2; }));
+  ASSERT_TRUE(retry_error.has_value());
+  EXPECT_EQ(retry_error->code, make_error_code(errc::unroutable)) << retry_error->to_string();
+  EXPECT_EQ(seen, (std::vector<std::string>{"id-keep attempt=1", "id-keep attempt=1"}));  // back as it was
+  drop_work_queue(*q);
+}
+
+TEST_P(MessagingBroker, an_error_too_big_for_the_frame_is_cut_not_allowed_to_break_it) {
+  auto small = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f?frame_max=4096");
+  auto m = layer(small);
+  auto q = work(m, {.name = "big-error", .attempts = 1});
+  put(q, "x", "id-big");
+  bool dead = false;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 auto shared = std::make_shared<WorkItem>(std::move(item));
+                 shared->retry({.error = std::string(20000, 'e')}, [&, shared](Result<Retried> r) {
+                   ASSERT_TRUE(r.ok()) << r.error().to_string();
+                   dead = r->dead_lettered;
+                 });
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  ASSERT_TRUE(loop.run_until([&] { return dead; }, 15s));
+  EXPECT_TRUE(small->is_open());
+  auto ch = open();
+  auto got = wait<std::optional<client::Message>>([&](auto d) { ch.get({.queue = q->dead_letter_queue(), .auto_ack = true}, d); });
+  ASSERT_TRUE(got.ok() && got->has_value());
+  auto h = (*got)->headers();
+  ASSERT_TRUE(h.ok());
+  const auto error = field_text(*h, "x-warren-error");
+  EXPECT_GT(error.size(), 3000u);  // as much as fits
+  EXPECT_LT(error.size(), 4096u);
+  EXPECT_EQ(error, std::string(error.size(), 'e'));
+  close(*small);
+  drop_work_queue(*q);
+}
+
+TEST_P(MessagingBroker, a_workers_unacked_message_is_redelivered_after_its_connection_dies) {
+  auto doomed = connect();
+  auto dying = layer(doomed);
+  auto q_dying = work(dying, {.name = "crash"});
+  put(q_dying, "survive", "id-crash");
+  bool held = false;
+  std::optional<WorkItem> kept;
+  auto w1 = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q_dying->consume({.prefetch = 1}, [&](WorkItem item) { held = true; kept.emplace(std::move(item)); }, d);
+  });
+  ASSERT_TRUE(w1.ok()) << w1.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return held; }));
+  close(*doomed);  // the worker's connection goes with its message unacked
+  EXPECT_FALSE(dying->healthy());
+  EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const Event& e) { return e.what == "connection"; }), 1);
+
+  auto m = layer();
+  auto q = work(m, {.name = "crash"});
+  std::optional<std::string> again;
+  bool redelivered = false;
+  auto w2 = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 again = std::string(item.message_id()) + " attempt=" + std::to_string(item.attempt());
+                 redelivered = item.message().redelivered();
+                 EXPECT_TRUE(item.done().ok());
+               },
+               d);
+  });
+  ASSERT_TRUE(w2.ok()) << w2.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return again.has_value(); }));
+  EXPECT_EQ(*again, "id-crash attempt=1");  // a crash is not the message's failure
+  EXPECT_TRUE(redelivered);
+  drop_work_queue(*q);
+}
+
+TEST_P(MessagingBroker, a_406_on_one_channel_leaves_the_layer_working) {
+  auto ch = open();
+  // Someone else's queue under the same name, with other arguments.
+  ASSERT_TRUE(wait<client::QueueDeclared>([&](auto d) { ch.queue_declare({.name = prefix + ".clash", .durable = true}, d); }).ok());
+  auto m = layer();
+  auto clash = work(m, {.name = "clash"});
+  auto r = wait<void>([&](auto d) { clash->declare(d); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().reply_code, 406) << r.error().to_string();
+  EXPECT_TRUE(conn->is_open());
+  auto fine = work(m, {.name = "fine"});
+  put(fine, "after", "id-after");  // on a new control channel
+  EXPECT_EQ(depth(fine->queue()), 1u);
+  EXPECT_TRUE(m->healthy());
+  (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".clash"}, d); });
+  drop_work_queue(*fine);
+}
+
+TEST_P(MessagingBroker, an_inbox_receives_what_is_sent_to_its_address) {
+  auto m = layer();
+  std::vector<std::string> got;
+  auto inbox = wait<std::shared_ptr<Inbox>>([&](auto d) {
+    open_inbox(m, {}, [&](const client::Delivery& dl) {
+      got.push_back(std::string(dl.body_text()) + "/" + std::string(dl.properties().correlation_id.value_or("")));
+    }, d);
+  });
+  ASSERT_TRUE(inbox.ok()) << inbox.error().to_string();
+  EXPECT_EQ((*inbox)->address().rfind(prefix + ".inbox.", 0), 0u);
+  auto sent = wait<void>([&](auto d) { send(m, {.address = (*inbox)->address(), .body = "hi", .correlation_id = "c1"}, d); });
+  ASSERT_TRUE(sent.ok()) << sent.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return got.size() == 1; }));
+  EXPECT_EQ(got[0], "hi/c1");
+  EXPECT_TRUE(m->healthy());
+}
+
+TEST_P(MessagingBroker, a_service_groups_members_compete_for_its_messages) {
+  auto m = layer();
+  auto other = connect();
+  auto m2 = layer(other);
+  std::map<int, std::multiset<std::string>> by_member;
+  auto member = [&](const std::shared_ptr<Messaging>& l, int n) {
+    auto s = wait<std::shared_ptr<Subscription>>([&](auto d) {
+      join_group(l, {.address = "billing", .prefetch = 1},
+                 [&by_member, n](const client::Delivery& dl) { by_member[n].insert(std::string(dl.body_text())); }, d);
+    });
+    if (!s) throw std::runtime_error(s.error().to_string());
+    return *s;
+  };
+  auto a = member(m, 1);
+  auto b = member(m2, 2);
+  for (int i = 0; i < 20; ++i) {
+    auto sent = wait<void>([&](auto d) { send(m, {.address = "billing", .body = "m" + std::to_string(i)}, d); });
+    ASSERT_TRUE(sent.ok()) << sent.error().to_string();
+  }
+  ASSERT_TRUE(loop.run_until([&] { return by_member[1].size() + by_member[2].size() == 20; }));
+  EXPECT_GT(by_member[1].size(), 0u);
+  EXPECT_GT(by_member[2].size(), 0u);
+  std::set<std::string> all(by_member[1].begin(), by_member[1].end());
+  all.insert(by_member[2].begin(), by_member[2].end());
+  EXPECT_EQ(all.size(), 20u);  // each message to one member only
+  ASSERT_TRUE(wait<void>([&](auto d) { m2->close(d); }).ok());
+  EXPECT_TRUE(other->is_open());
+  close(*other);
+  auto ch = open();
+  (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".group.billing"}, d); });
+}
+
+TEST_P(MessagingBroker, a_send_to_an_address_nobody_listens_on_is_an_error) {
+  auto m = layer();
+  auto r = wait<void>([&](auto d) { send(m, {.address = "nobody-home", .body = "lost?"}, d); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, make_error_code(errc::unroutable)) << r.error().to_string();
+  EXPECT_EQ(r.error().reply_code, 312);
+  // The channel survives a return: the next send works as well as it can.
+  auto again = wait<void>([&](auto d) { send(m, {.address = "nobody-home", .body = "lost?"}, d); });
+  EXPECT_EQ(again.error().code, make_error_code(errc::unroutable));
+}
+
+TEST_P(MessagingBroker, a_group_queue_deleted_under_its_member_is_subscribed_again_and_logged_once) {
+  auto m = layer();
+  std::vector<std::string> got;
+  auto s = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    join_group(m, {.address = "svc"}, [&](const client::Delivery& dl) { got.emplace_back(dl.body_text()); }, d);
+  });
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  auto ch = open();
+  ASSERT_TRUE(wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".group.svc"}, d); }).ok());
+  ASSERT_TRUE(loop.run_until([&] { return !m->healthy(); }));
+  ASSERT_TRUE(loop.run_until([&] { return m->healthy(); }, 15s));
+  EXPECT_EQ((*s)->resubscribed(), 1u);
+  auto closed = std::count_if(events.begin(), events.end(), [](const Event& e) { return e.what == "consumer.closed"; });
+  EXPECT_EQ(closed, 1);
+  auto sent = wait<void>([&](auto d) { send(m, {.address = "svc", .body = "back"}, d); });
+  ASSERT_TRUE(sent.ok()) << sent.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return got.size() == 1; }));
+  ASSERT_TRUE(wait<void>([&](auto d) { m->close(d); }).ok());
+  // close() cancelled the member: the group's queue has no consumer left.
+  auto q = wait<client::QueueDeclared>([&](auto d) { ch.queue_declare({.name = prefix + ".group.svc", .passive = true}, d); });
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->consumer_count, 0u);
+  (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".group.svc"}, d); });
+}
+
+TEST_P(MessagingBroker, a_user_allowed_only_the_prefix_names_can_use_every_pattern) {
+  const std::string user = prefix + "-user";
+  rabbitmqctl("add_user " + user + " secret-" + user);
+  const std::string names = "'^" + prefix + "\\.'";
+  rabbitmqctl("set_permissions " + user + " " + names + " " + names + " " + names);
+  auto limited = connect("amqp://" + user + ":secret-" + user + "@127.0.0.1:" + env("RMQ_PORT") + "/%2f");
+  auto m = layer(limited);
+  auto q = work(m, {.name = "perm", .attempts = 2, .backoff = {.base = 100ms, .max = 100ms}});
+  put(q, "p", "id-perm");
+  std::vector<std::string> outcomes;
+  auto worker = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({}, [&](WorkItem item) {
+      auto shared = std::make_shared<WorkItem>(std::move(item));
+      shared->retry({.error = "no"}, [&, shared](Result<Retried> r) {
+        outcomes.push_back(r ? (r->dead_lettered ? "dead" : "retry") : r.error().to_string());
+      });
+    }, d);
+  });
+  ASSERT_TRUE(worker.ok()) << worker.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return outcomes.size() == 2; }, 15s));
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"retry", "dead"}));
+  EXPECT_EQ(depth(q->dead_letter_queue()), 1u);
+  std::vector<std::string> got;
+  auto inbox = wait<std::shared_ptr<Inbox>>([&](auto d) { open_inbox(m, {}, [&](const client::Delivery& dl) { got.emplace_back(dl.body_text()); }, d); });
+  ASSERT_TRUE(inbox.ok()) << inbox.error().to_string();
+  auto member = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    join_group(m, {.address = "perm-svc"}, [&](const client::Delivery& dl) { got.emplace_back(dl.body_text()); }, d);
+  });
+  ASSERT_TRUE(member.ok()) << member.error().to_string();
+  ASSERT_TRUE(wait<void>([&](auto d) { send(m, {.address = (*inbox)->address(), .body = "to-inbox"}, d); }).ok());
+  ASSERT_TRUE(wait<void>([&](auto d) { send(m, {.address = "perm-svc", .body = "to-group"}, d); }).ok());
+  ASSERT_TRUE(loop.run_until([&] { return got.size() == 2; }));
+  EXPECT_TRUE(m->healthy());
+  EXPECT_TRUE(limited->is_open());
+  close(*limited);
+  rabbitmqctl("delete_user " + user);
+  drop_work_queue(*q);
+  auto ch = open();
+  (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".group.perm-svc"}, d); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, MessagingBroker, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
+
+}  // namespace
+}  // namespace warren::test

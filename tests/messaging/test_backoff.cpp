@@ -1,0 +1,77 @@
+// The work queue's time rules as pure functions: the delay levels, the backoff ceiling per
+// attempt, full jitter rounded up to a level, and the error header's budget in a frame.
+#include <gtest/gtest.h>
+
+#include "warren/messaging/backoff.hpp"
+#include "warren/messaging/log.hpp"
+#include "warren/messaging/work_queue.hpp"
+#include "warren/wire/properties.hpp"
+
+namespace warren::messaging {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Backoff, default_levels_double_from_one_second_and_stop_at_sixty) {
+  EXPECT_EQ(delay_levels({}), (std::vector<std::chrono::milliseconds>{1s, 2s, 4s, 8s, 16s, 32s, 60s}));
+  EXPECT_EQ(delay_levels({.base = 5s, .max = 5s}), (std::vector<std::chrono::milliseconds>{5s}));
+}
+
+TEST(Backoff, the_ceiling_doubles_per_failed_attempt_up_to_max) {
+  Backoff b;
+  EXPECT_EQ(backoff_ceiling(b, 1), 1s);
+  EXPECT_EQ(backoff_ceiling(b, 2), 2s);
+  EXPECT_EQ(backoff_ceiling(b, 5), 16s);
+  EXPECT_EQ(backoff_ceiling(b, 7), 60s);
+  EXPECT_EQ(backoff_ceiling(b, 100), 60s);
+}
+
+TEST(Backoff, full_jitter_is_rounded_up_to_a_level_within_the_ceiling) {
+  Backoff b;
+  EXPECT_EQ(retry_delay(b, 5, 0.0), 1s);     // never below base
+  EXPECT_EQ(retry_delay(b, 5, 0.999), 16s);  // the ceiling
+  EXPECT_EQ(retry_delay(b, 5, 0.3), 8s);     // 4.8 s, rounded up to the next level
+  EXPECT_EQ(retry_delay(b, 5, 0.25), 4s);    // exactly a level
+  EXPECT_EQ(retry_delay(b, 9, 0.6), 60s);    // 36 s: past 32, the last level is max
+  for (std::uint32_t attempt = 1; attempt < 12; ++attempt)
+    for (double draw = 0; draw < 1; draw += 0.01) {
+      auto d = retry_delay(b, attempt, draw);
+      EXPECT_LE(d, backoff_ceiling(b, attempt));
+      auto levels = delay_levels(b);
+      EXPECT_NE(std::find(levels.begin(), levels.end(), d), levels.end());
+    }
+}
+
+TEST(ErrorBudget, the_error_fits_beside_the_other_properties_in_one_frame) {
+  client::FieldTable headers{{"x-warren-attempt", std::int64_t{3}}, {"x-warren-error", ""}};
+  client::Properties p{.headers = wire::TableRef(headers), .message_id = "id"};
+  const auto budget = error_budget(p, 4096);
+  const auto base = *wire::content_header_size(p);
+  EXPECT_EQ(budget, 4096 - 8 - base);
+  headers.set("x-warren-error", std::string(budget, 'e'));
+  EXPECT_EQ(*wire::content_header_size(p) + 8, 4096u);  // exactly one full frame
+  EXPECT_EQ(error_budget(p, 0), 4096u);                 // no broker limit: capped all the same
+}
+
+TEST(ErrorBudget, a_cut_never_splits_a_utf8_character) {
+  EXPECT_EQ(cut_text("abc", 10), "abc");
+  EXPECT_EQ(cut_text("abcdef", 3), "abc");
+  EXPECT_EQ(cut_text("a\xC3\xA9z", 2), "a");  // é is two bytes: not cut in half
+  EXPECT_EQ(cut_text("a\xC3\xA9z", 3), "a\xC3\xA9");
+}
+
+}  // namespace
+}  // namespace warren::messaging
+
+namespace warren::messaging {
+namespace {
+
+TEST(LogGap, a_jump_is_a_gap_only_when_the_asked_offset_is_below_the_oldest_retained) {
+  EXPECT_TRUE(is_gap(5, 17, 17));    // trimmed: asked 5, the stream starts at 17
+  EXPECT_FALSE(is_gap(5, 9, 0));     // offsets not dense (tracking chunks): no trim
+  EXPECT_FALSE(is_gap(17, 17, 17));  // exactly the oldest
+  EXPECT_FALSE(is_gap(20, 25, 17));  // a jump above the oldest is not a gap
+}
+
+}  // namespace
+}  // namespace warren::messaging

@@ -1,0 +1,222 @@
+// warren log append | read: the messaging layer's log (a stream queue "P.log.NAME") on the
+// command line. `append` prints each entry's offset; `read` prints OFFSET<TAB>BODY (or JSON)
+// per entry, catch-up pages up to the tip read when it started, then with --follow a live
+// tail. A trimmed offset exits 3: "warren: gap: offset N is gone; the oldest retained is M".
+#include <charconv>
+#include <iostream>
+
+#include "commands.hpp"
+#include "message_json.hpp"
+#include "warren/messaging/log.hpp"
+
+namespace warren::cli {
+namespace {
+
+inline constexpr int exit_gap = 3;
+
+struct LogArgs {
+  Common common;
+  std::string prefix = "warren";
+  std::string log;
+  std::string from = "first";
+  std::uint64_t count = 0;  // 0: no limit
+  bool follow = false;
+  bool json = false;
+};
+
+class LogJob : public Job {
+ public:
+  explicit LogJob(std::shared_ptr<LogArgs> args) : Job(args->common), args_(std::move(args)) {}
+
+ protected:
+  Result<void> validate() override {
+    if (auto ok = messaging::check_options({.prefix = args_->prefix}); !ok)
+      return make_error(errc::invalid_argument, "--prefix " + ok.error().detail);
+    return {};
+  }
+  Result<void> make_log() {
+    auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix});
+    if (!layer) return layer.error();
+    layer_ = *layer;
+    auto l = messaging::Log::create(layer_, {.name = args_->log, .on_gap = [this](const messaging::Gap& g) { gap_ = g; }});
+    if (!l) return l.error();
+    log_ = *l;
+    return {};
+  }
+
+  std::shared_ptr<LogArgs> args_;
+  std::shared_ptr<messaging::Messaging> layer_;
+  std::shared_ptr<messaging::Log> log_;
+  std::optional<messaging::Gap> gap_;
+};
+
+class AppendJob final : public LogJob {
+ public:
+  using LogJob::LogJob;
+
+ private:
+  void start() override {
+    if (auto ok = make_log(); !ok) return fail("", ok.error(), exit_usage);
+    next();
+  }
+  // One at a time: each answer is the offset its entry landed on.
+  void next() {
+    if (!std::getline(std::cin, line_)) return finish();
+    log_->append(line_, [this](Result<std::uint64_t> offset) {
+      if (!offset) return fail("log append " + log_->queue(), offset.error());
+      std::cout << *offset << '\n';
+      std::cout.flush();
+      next();
+    });
+  }
+  std::string line_;
+};
+
+class ReadJob final : public LogJob {
+ public:
+  using LogJob::LogJob;
+
+ private:
+  Result<void> validate() override {
+    if (auto ok = LogJob::validate(); !ok) return ok;
+    const auto& f = args_->from;
+    if (f == "first" || f == "last" || f == "next") {
+      from_.position = f;
+    } else {
+      std::uint64_t n = 0;
+      auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), n);
+      if (ec != std::errc() || end != f.data() + f.size() || f.empty())
+        return make_error(errc::invalid_argument, "--from '" + f + "': first, last, next or an offset");
+      from_.offset = n;
+    }
+    return {};
+  }
+
+  void start() override {
+    if (auto ok = make_log(); !ok) return fail("", ok.error(), exit_usage);
+    log_->declare([this](Result<void> r) {
+      if (!r) return fail("log read " + log_->queue(), r.error());
+      page();
+    });
+  }
+
+  bool print(const engine::Message& m, std::uint64_t offset) {
+    if (args_->json) {
+      auto json = message_json(m);
+      if (!json.ok()) {
+        fail("entry " + std::to_string(offset), json.error());
+        return false;
+      }
+      Json out;
+      out["offset"] = offset;
+      for (auto& [k, v] : json->items()) out[k] = v;
+      std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+    } else {
+      std::cout << offset << '\t';
+      std::cout.write(reinterpret_cast<const char*>(m.body.data()), static_cast<std::streamsize>(m.body.size()));
+      std::cout << '\n';
+    }
+    std::cout.flush();
+    ++printed_;
+    last_ = offset;
+    if (args_->count > 0 && printed_ == args_->count) {
+      finish();
+      return false;
+    }
+    return true;
+  }
+
+  // Catch-up pages until the tip read first, then (with --follow) the live tail.
+  void page() {
+    log_->read({.from = from_}, [this](Result<messaging::Page> p) {
+      if (failed()) return;
+      if (!p) {
+        if (gap_)
+          return fail_text("gap", "offset " + std::to_string(gap_->asked) + " is gone; the oldest retained is " +
+                                      std::to_string(gap_->oldest), exit_gap);
+        return fail("log read " + log_->queue(), p.error());
+      }
+      if (!started_tip_set_) {
+        started_tip_set_ = true;
+        started_tip_ = p->tip;
+      }
+      bool past_tip = false;
+      for (auto& e : p->entries) {
+        if (started_tip_ && e.offset > *started_tip_) {  // stop at the tip read when it started
+          past_tip = true;
+          break;
+        }
+        if (!print(e.message.view(), e.offset)) return;
+      }
+      const bool at_tip = !started_tip_ || past_tip || (last_ && *last_ >= *started_tip_) || p->complete;
+      if (!at_tip) {  // the delivery paused: ask again from where it stopped
+        if (p->entries.empty()) {
+          if (++stalls_ >= 3)
+            return fail_text("log read " + log_->queue(), "no entries arrived below the tip " + std::to_string(*started_tip_));
+        } else {
+          stalls_ = 0;
+          from_ = {.offset = *last_ + 1};
+        }
+        return page();
+      }
+      if (!args_->follow) return finish();
+      tail();
+    });
+  }
+
+  void tail() {
+    messaging::From from = from_;
+    if (last_) from = {.offset = *last_ + 1};
+    else if (started_tip_ && from_.position != "next") from = {.offset = *started_tip_ + 1};
+    log_->follow(
+        from, [this](const client::Delivery& d, std::uint64_t offset) {
+          if (!failed() && !done_) done_ = !print(d.raw(), offset);
+        },
+        [this](const Error& cause) {
+          if (!done_) fail("log read " + log_->queue(), cause);
+        },
+        [this](Result<std::shared_ptr<messaging::LogTail>> t) {
+          if (!t) return fail("log read " + log_->queue(), t.error());
+          tail_ = *t;
+        });
+  }
+
+  messaging::From from_;
+  std::optional<std::uint64_t> started_tip_;
+  bool started_tip_set_ = false;
+  std::optional<std::uint64_t> last_;
+  std::uint64_t printed_ = 0;
+  int stalls_ = 0;
+  bool done_ = false;
+  std::shared_ptr<messaging::LogTail> tail_;
+};
+
+void add_log_names(CLI::App& cmd, LogArgs& args) {
+  cmd.add_option("--log", args.log, "the log NAME (the stream queue P.log.NAME)")->required();
+  cmd.add_option("--prefix", args.prefix, "the namespace P of every name on the broker (default warren)");
+}
+
+}  // namespace
+
+void add_log(CLI::App& app, Runner& run) {
+  auto* log = app.add_subcommand("log", "an append-only log on a stream queue");
+  log->require_subcommand(1);
+
+  auto append = std::make_shared<LogArgs>();
+  auto* a = log->add_subcommand("append", "append each line of standard input; print each entry's offset");
+  add_common_options(*a, append->common);
+  add_log_names(*a, *append);
+  a->callback([&run, append] { run = [append] { return AppendJob(append).run(); }; });
+
+  auto read = std::make_shared<LogArgs>();
+  auto* r = log->add_subcommand("read", "print OFFSET<TAB>BODY per entry up to the tip (then live with --follow)");
+  add_common_options(*r, read->common);
+  add_log_names(*r, *read);
+  r->add_option("--from", read->from, "first, last, next or an offset (default first)");
+  r->add_option("--count", read->count, "exit 0 after this many entries");
+  r->add_flag("--follow", read->follow, "after the tip, print entries as they are appended");
+  r->add_flag("--json", read->json, "one JSON object per entry, with an offset field");
+  r->callback([&run, read] { run = [read] { return ReadJob(read).run(); }; });
+}
+
+}  // namespace warren::cli

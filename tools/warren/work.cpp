@@ -1,0 +1,245 @@
+// warren work put | run: the messaging layer's work queue on the command line. Names on the
+// broker are the layer's: the queue NAME is "P.NAME", its retry levels "P.NAME.retry.<ms>",
+// its dead-letter queue "P.NAME.dlq". `run` runs /bin/sh -c CMD per message and prints one
+// line per outcome: done|retry|release|dead-letter <message-id> attempt=<n>.
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "child.hpp"
+#include "commands.hpp"
+#include "values.hpp"
+#include "warren/messaging/work_queue.hpp"
+
+namespace warren::cli {
+namespace {
+
+inline constexpr int exit_release = 75;  // EX_TEMPFAIL: not this worker, not now
+
+struct WorkArgs {
+  Common common;
+  std::string prefix = "warren";
+  std::string queue;
+  // put
+  std::optional<std::string> body;
+  std::vector<std::string> headers;
+  // run
+  std::string exec;
+  std::uint32_t attempts = 5;
+  std::uint64_t backoff_base_ms = 1000, backoff_max_ms = 60000;
+  std::uint16_t prefetch = 1;
+  std::uint64_t count = 0;  // 0: until --timeout or interrupted
+  std::optional<double> timeout_s;
+};
+
+// What both commands share: the layer over the job's connection, and the work queue.
+class WorkJob : public Job {
+ public:
+  explicit WorkJob(std::shared_ptr<WorkArgs> args) : Job(args->common), args_(std::move(args)) {}
+
+ protected:
+  Result<void> validate() override {
+    if (auto ok = messaging::check_options({.prefix = args_->prefix}); !ok) return make_error(errc::invalid_argument, "--prefix " + ok.error().detail);
+    if (args_->timeout_s)
+      if (auto ok = check_timeout_seconds(*args_->timeout_s); !ok.ok()) return ok;
+    return {};
+  }
+  Result<void> make_queue() {
+    auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix});
+    if (!layer) return layer.error();
+    layer_ = *layer;
+    auto q = messaging::WorkQueue::create(
+        layer_, {.name = args_->queue,
+                 .attempts = args_->attempts,
+                 .backoff = {.base = std::chrono::milliseconds(args_->backoff_base_ms),
+                             .max = std::chrono::milliseconds(args_->backoff_max_ms)}});
+    if (!q) return q.error();
+    queue_ = *q;
+    return {};
+  }
+
+  std::shared_ptr<WorkArgs> args_;
+  std::shared_ptr<messaging::Messaging> layer_;
+  std::shared_ptr<messaging::WorkQueue> queue_;
+};
+
+class PutJob final : public WorkJob {
+ public:
+  using WorkJob::WorkJob;
+
+ private:
+  Result<void> validate() override {
+    if (auto ok = WorkJob::validate(); !ok) return ok;
+    for (const auto& h : args_->headers)
+      if (auto r = add_typed_entry(headers_, h, Untyped::string); !r.ok())
+        return make_error(errc::invalid_argument, "--header " + r.error().detail);
+    if (args_->body) {
+      bodies_.push_back(*args_->body);
+    } else {
+      for (std::string line; std::getline(std::cin, line);) bodies_.push_back(std::move(line));
+    }
+    return {};
+  }
+
+  void start() override {
+    if (auto ok = make_queue(); !ok) return fail("", ok.error(), exit_usage);
+    queue_->declare([this](Result<void> r) {
+      if (!r) return fail("declare " + queue_->queue(), r.error());
+      if (bodies_.empty()) return finish();
+      for (std::size_t i = 0; i < bodies_.size(); ++i)
+        queue_->put({.body = bodies_[i], .headers = headers_}, [this, i](Result<void> r) {
+          if (!r) return fail("message " + std::to_string(i + 1), r.error());
+          if (++confirmed_ == bodies_.size()) finish();
+        });
+    });
+  }
+
+  wire::FieldTable headers_;
+  std::vector<std::string> bodies_;
+  std::size_t confirmed_ = 0;
+};
+
+class RunJob final : public WorkJob {
+ public:
+  using WorkJob::WorkJob;
+  ~RunJob() override {  // commands still running when the run ended: wait for them
+    std::unique_lock lock(children_mutex_);
+    children_done_.wait(lock, [this] { return running_ == 0; });
+  }
+
+ private:
+  Result<void> validate() override {
+    if (auto ok = WorkJob::validate(); !ok) return ok;
+    if (args_->exec.empty()) return make_error(errc::invalid_argument, "--exec must name a command");
+    if (args_->attempts == 0) return make_error(errc::invalid_argument, "--attempts must be at least 1");
+    if (args_->prefetch == 0) return make_error(errc::invalid_argument, "--prefetch must be at least 1");
+    if (args_->backoff_base_ms == 0 || args_->backoff_max_ms < args_->backoff_base_ms)
+      return make_error(errc::invalid_argument, "--backoff-base-ms must be positive and --backoff-max-ms at least it");
+    return {};
+  }
+
+  void start() override {
+    if (auto ok = make_queue(); !ok) return fail("", ok.error(), exit_usage);
+    if (args_->timeout_s) {
+      deadline_ = driver().timer([this] { timed_out(); });
+      deadline_->arm(started_ + from_seconds(*args_->timeout_s));
+    }
+    queue_->consume({.prefetch = args_->prefetch}, [this](messaging::WorkItem item) { handle(std::move(item)); },
+                    [this](Result<std::shared_ptr<messaging::Subscription>> s) {
+                      if (!s) return fail("work run " + queue_->queue(), s.error());
+                      worker_ = *s;
+                    });
+  }
+
+  void handle(messaging::WorkItem item) {
+    if (done_ || failed()) return;  // past the count: left unsettled, requeued when we close
+    auto shared = std::make_shared<messaging::WorkItem>(std::move(item));
+    std::vector<std::pair<std::string, std::string>> env{{"WARREN_ATTEMPT", std::to_string(shared->attempt())},
+                                                         {"WARREN_MESSAGE_ID", std::string(shared->message_id())}};
+    std::string body(shared->body());
+    auto& d = driver();
+    {
+      std::lock_guard lock(children_mutex_);
+      ++running_;
+    }
+    std::thread([this, &d, shared, env = std::move(env), body = std::move(body)] {
+      auto result = std::make_shared<ChildResult>(run_shell(args_->exec, body, env));
+      d.post([this, shared, result] { finished(shared, *result); });
+      std::lock_guard lock(children_mutex_);
+      --running_;
+      children_done_.notify_all();
+    }).detach();
+  }
+
+  void print(std::string_view outcome, const messaging::WorkItem& item) {
+    const auto id = item.message_id().empty() ? std::string_view("-") : item.message_id();
+    std::cout << outcome << ' ' << id << " attempt=" << item.attempt() << '\n';
+    std::cout.flush();
+  }
+
+  void counted() {
+    if (args_->count > 0 && ++settled_ == args_->count && !done_) {
+      done_ = true;
+      if (deadline_) deadline_->cancel();
+      finish();
+    }
+  }
+
+  void finished(const std::shared_ptr<messaging::WorkItem>& item, const ChildResult& r) {
+    if (done_ || failed()) return;
+    if (!r.failure.empty()) return fail_text("exec", r.failure);
+    if (r.exit_status == 0) {
+      if (auto ok = item->done(); !ok) return fail("ack", ok.error());
+      print("done", *item);
+      return counted();
+    }
+    if (r.exit_status == exit_release) {
+      if (auto ok = item->release(); !ok) return fail("release", ok.error());
+      return print("release", *item);
+    }
+    // The line and attempt are printed from what the item was, before retry() moves it on.
+    const auto attempt = item->attempt();
+    const std::string id(item->message_id().empty() ? "-" : item->message_id());
+    client::FieldTable extra{{"x-warren-exit-status", static_cast<std::int64_t>(r.exit_status)}};
+    item->retry({.error = r.last_error_line, .headers = extra},
+                [this, item, attempt, id](Result<messaging::Retried> how) {
+                  if (done_ || failed()) return;
+                  if (!how) return fail("retry " + id, how.error());
+                  std::cout << (how->dead_lettered ? "dead-letter " : "retry ") << id << " attempt=" << attempt << '\n';
+                  std::cout.flush();
+                  if (how->dead_lettered) counted();
+                });
+  }
+
+  void timed_out() {
+    if (done_ || failed()) return;
+    std::string why = "timed out after " + seconds_text(*args_->timeout_s) + " s with " + std::to_string(settled_) + " message(s)";
+    if (args_->count > 0) why += " of " + std::to_string(args_->count);
+    fail_text("work run " + queue_->queue(), why);
+  }
+
+  engine::Instant started_ = std::chrono::steady_clock::now();
+  std::unique_ptr<client::Timer> deadline_;
+  std::shared_ptr<messaging::Subscription> worker_;
+  std::mutex children_mutex_;
+  std::condition_variable children_done_;
+  int running_ = 0;  // commands on their threads
+  std::uint64_t settled_ = 0;  // done or dead-lettered
+  bool done_ = false;
+};
+
+void add_names(CLI::App& cmd, WorkArgs& args) {
+  cmd.add_option("--queue", args.queue, "the work queue NAME (the queue P.NAME)")->required();
+  cmd.add_option("--prefix", args.prefix, "the namespace P of every name on the broker (default warren)");
+}
+
+}  // namespace
+
+void add_work(CLI::App& app, Runner& run) {
+  auto* work = app.add_subcommand("work", "a work queue with retries, backoff and a dead-letter queue");
+  work->require_subcommand(1);
+
+  auto put = std::make_shared<WorkArgs>();
+  auto* p = work->add_subcommand("put", "put each line of standard input (or --body) on the work queue, confirmed");
+  add_common_options(*p, put->common);
+  add_names(*p, *put);
+  p->add_option("--body", put->body, "one message with this text");
+  p->add_option("--header", put->headers, "K=V (long string), K:int=V, K:bool=true|false, K:float=V")->type_name("K=V");
+  p->callback([&run, put] { run = [put] { return PutJob(put).run(); }; });
+
+  auto args = std::make_shared<WorkArgs>();
+  auto* r = work->add_subcommand("run", "run a command per message: exit 0 done, 75 release, other retry");
+  add_common_options(*r, args->common);
+  add_names(*r, *args);
+  r->add_option("--exec", args->exec, "run with /bin/sh -c, the body on standard input")->required();
+  r->add_option("--attempts", args->attempts, "tries per message before the dead-letter queue (default 5)");
+  r->add_option("--backoff-base-ms", args->backoff_base_ms, "the first retry's longest delay (default 1000)");
+  r->add_option("--backoff-max-ms", args->backoff_max_ms, "no retry waits longer (default 60000)");
+  r->add_option("--prefetch", args->prefetch, "messages run at once (default 1)");
+  r->add_option("--count", args->count, "exit 0 once this many messages were done or dead-lettered");
+  r->add_option("--timeout", args->timeout_s, "exit 1 when this many seconds pass first");
+  r->callback([&run, args] { run = [args] { return RunJob(args).run(); }; });
+}
+
+}  // namespace warren::cli
