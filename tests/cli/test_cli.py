@@ -11,28 +11,13 @@ import sys
 import tempfile
 import time
 import unittest
-import uuid
 
 import pika
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fake_broker  # noqa: E402
 
-WARREN = os.environ.get("WARREN", "")
-PORT = os.environ.get("RMQ_PORT", "")
-CTL = os.environ.get("RMQ_CTL", "")
-URL = f"amqp://guest:guest@127.0.0.1:{PORT}"
-
-
-def warren(*args, stdin=None, timeout=60, url=URL):
-    cmd = [WARREN, *args]
-    if url is not None:
-        cmd += ["--url", url]
-    return subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
-
-
-def unique(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+from cli_env import WARREN, PORT, CTL, URL, require_warren_and_broker, warren, unique  # noqa: E402
 
 
 def queue_depth(queue):
@@ -47,10 +32,7 @@ def queue_depth(queue):
 class Cli(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not WARREN or not os.path.exists(WARREN):
-            raise RuntimeError("WARREN must name the built warren binary")
-        if not PORT or not CTL:
-            raise RuntimeError("RMQ_PORT and RMQ_CTL must name the test broker (scripts/test.sh sets them)")
+        require_warren_and_broker()
 
     def ok(self, result):
         self.assertEqual(result.returncode, 0, result.stderr.decode(errors="replace"))

@@ -4,6 +4,7 @@ from an offset, --count, --json, --follow seeing a later append, and the usage e
 (exit 3) needs a trimmed stream on a node of its own and is not run here."""
 import json
 import os
+import sys
 import subprocess
 import time
 import unittest
@@ -11,23 +12,14 @@ import uuid
 
 import pika
 
-WARREN = os.environ.get("WARREN", "")
-PORT = os.environ.get("RMQ_PORT", "")
-CTL = os.environ.get("RMQ_CTL", "")
-URL = f"amqp://guest:guest@127.0.0.1:{PORT}"
-
-
-def warren(*args, stdin=None, timeout=60):
-    return subprocess.run([WARREN, *args, "--url", URL], input=stdin, capture_output=True, timeout=timeout)
+sys.path.insert(0, os.path.dirname(__file__))
+from cli_env import WARREN, PORT, CTL, URL, require_warren_and_broker, warren  # noqa: E402
 
 
 class Log(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not WARREN or not os.path.exists(WARREN):
-            raise RuntimeError("WARREN must name the built warren binary")
-        if not PORT or not CTL:
-            raise RuntimeError("RMQ_PORT and RMQ_CTL must name the test broker (scripts/test.sh sets them)")
+        require_warren_and_broker()
 
     def setUp(self):
         self.prefix = "clilog-" + uuid.uuid4().hex[:8]

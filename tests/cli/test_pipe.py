@@ -11,18 +11,11 @@ import sys
 import tempfile
 import time
 import unittest
-import uuid
 
 import pika
 
-WARREN = os.environ.get("WARREN", "")
-PORT = os.environ.get("RMQ_PORT", "")
-CTL = os.environ.get("RMQ_CTL", "")
-URL = f"amqp://guest:guest@127.0.0.1:{PORT}"
-
-
-def unique(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+sys.path.insert(0, os.path.dirname(__file__))
+from cli_env import WARREN, CTL, URL, require_warren_and_broker, unique  # noqa: E402
 
 
 def counts(queue):
@@ -53,10 +46,7 @@ def pipe(*args, timeout=60, driver="uv"):
 class Pipe(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not WARREN or not os.path.exists(WARREN):
-            raise RuntimeError("WARREN must name the built warren binary")
-        if not PORT or not CTL:
-            raise RuntimeError("RMQ_PORT and RMQ_CTL must name the test broker (scripts/test.sh sets them)")
+        require_warren_and_broker()
 
     def setUp(self):
         self.conn = pika.BlockingConnection(pika.URLParameters(URL + "/%2f"))

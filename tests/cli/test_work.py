@@ -13,24 +13,15 @@ import uuid
 
 import pika
 
-WARREN = os.environ.get("WARREN", "")
-PORT = os.environ.get("RMQ_PORT", "")
-CTL = os.environ.get("RMQ_CTL", "")
-URL = f"amqp://guest:guest@127.0.0.1:{PORT}"
+sys.path.insert(0, os.path.dirname(__file__))
+from cli_env import WARREN, PORT, CTL, URL, require_warren_and_broker, warren  # noqa: E402
 FAST = ["--backoff-base-ms", "100", "--backoff-max-ms", "200"]
-
-
-def warren(*args, stdin=None, timeout=60):
-    return subprocess.run([WARREN, *args, "--url", URL], input=stdin, capture_output=True, timeout=timeout)
 
 
 class Work(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not WARREN or not os.path.exists(WARREN):
-            raise RuntimeError("WARREN must name the built warren binary")
-        if not PORT or not CTL:
-            raise RuntimeError("RMQ_PORT and RMQ_CTL must name the test broker (scripts/test.sh sets them)")
+        require_warren_and_broker()
 
     def setUp(self):
         self.prefix = "cliwork-" + uuid.uuid4().hex[:8]
