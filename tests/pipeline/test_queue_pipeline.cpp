@@ -199,6 +199,28 @@ TEST_P(PipelineSuite, DeadLetteredIsPublishedWithItsEnvelopeThenAcked) {
   }
 }
 
+// A source message with a per-message TTL: its dead-letter copy must not carry it, or the
+// record expires in the dead-letter queue (lost, though the source was acked).
+TEST_P(PipelineSuite, ADeadLetteredRecordDoesNotInheritItsSourcesTimeToLive) {
+  const auto src = queue("src"), dlq = queue("dlq");
+  confirm_mode();
+  put(src, "perishable", {.expiration = "1500"});
+  auto p = start({.core = {.name = "ttl"},
+                  .source = {.queue = src},
+                  .dead_letter = pipeline::DeadLetterOptions{.exchange = "", .routing_key = dlq}},
+                 {Stage::sync([](Record&) { throw std::runtime_error("always"); })});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 1); }));
+  EXPECT_EQ(p->status().dead_lettered, 1u);
+  loop.run_until([] { return false; }, std::chrono::milliseconds(2500));  // past the source's TTL
+  EXPECT_EQ(counts_become(dlq, {1, 0}), (Counts{1, 0}));
+  auto m = get(dlq);
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(m->properties().expiration.has_value());
+  auto e = m->headers();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(text_value(*e, pipeline::envelope::original_expiration), "1500");
+}
+
 TEST_P(PipelineSuite, NativeDeadLetteringNacksWithoutRequeueToTheQueuesDlx) {
   const auto dlq = queue("dlq");
   const auto src = queue("src", {{"x-dead-letter-exchange", ""}, {"x-dead-letter-routing-key", dlq}});

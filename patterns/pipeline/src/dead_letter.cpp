@@ -18,6 +18,7 @@ wire::FieldTable build(const EnvelopeFacts& f, std::string message) {
   t.set(std::string(envelope::attempt), static_cast<std::int64_t>(f.attempt));
   t.set(std::string(envelope::failed_at), wire::Timestamp{f.failed_at_s});
   t.set(std::string(envelope::pipeline), std::string(f.pipeline));
+  if (f.expiration) t.set(std::string(envelope::original_expiration), std::string(*f.expiration));
   return t;
 }
 

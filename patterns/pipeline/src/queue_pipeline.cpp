@@ -228,6 +228,10 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
   if (!original) return requeue(original.error().to_string());
   client::Properties base = m.properties();
   base.headers.reset();
+  // The source's per-message TTL must not travel on: the record would expire in the
+  // dead-letter queue. The envelope names it instead.
+  const std::optional<std::string_view> expiration = base.expiration;
+  base.expiration.reset();
   RecordError error = f.error.value_or(RecordError{});
   const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
   EnvelopeFacts facts{.pipeline = options_.core.name,
@@ -236,7 +240,8 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
                       .headers = &*original,
                       .error = &error,
                       .attempt = it->second.attempt,
-                      .failed_at_s = static_cast<std::uint64_t>(now_s.count())};
+                      .failed_at_s = static_cast<std::uint64_t>(now_s.count()),
+                      .expiration = expiration};
   auto headers = envelope_headers(facts, base, conn_->frame_max_bytes());
   if (!headers) return requeue(headers.error().to_string());
   base.headers = wire::TableRef(*headers);

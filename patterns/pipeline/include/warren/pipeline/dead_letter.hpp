@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "warren/client/options.hpp"
@@ -22,6 +23,10 @@ inline constexpr std::string_view error_message = "x-pipeline-error-message";
 inline constexpr std::string_view attempt = "x-pipeline-attempt";  // long: 1 for a first delivery
 inline constexpr std::string_view failed_at = "x-pipeline-failed-at";  // timestamp (T)
 inline constexpr std::string_view pipeline = "x-pipeline-name";
+// The source's per-message TTL (`expiration`), when it had one: the envelope itself carries
+// none, or the record would expire in the dead-letter queue (RabbitMQ's own dead-lettering
+// drops it too).
+inline constexpr std::string_view original_expiration = "x-pipeline-original-expiration";
 }  // namespace envelope
 
 struct EnvelopeFacts {
@@ -32,6 +37,7 @@ struct EnvelopeFacts {
   const RecordError* error = nullptr;
   std::uint32_t attempt = 1;
   std::uint64_t failed_at_s = 0;  // POSIX seconds
+  std::optional<std::string_view> expiration;  // the source's per-message TTL, if any
 };
 
 // The envelope's headers, so that `base` (the source's properties, headers replaced by these)
