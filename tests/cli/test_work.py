@@ -84,6 +84,26 @@ class Work(unittest.TestCase):
                 self.assertEqual(props.message_id, out.splitlines()[0].split(" ")[1])
                 self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
 
+    def test_a_run_that_times_out_kills_its_command_and_leaves_the_message(self):
+        # A command far longer than --timeout: the run must end at its timeout (exit 1, one
+        # warren: line), not wait for the command, and the unfinished message stays queued.
+        q = "slow"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        started = time.monotonic()
+        result = warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", "sleep 600",
+                        "--timeout", "2", timeout=60)
+        elapsed = time.monotonic() - started
+        self.assertEqual(result.returncode, 1, result.stderr.decode(errors="replace"))
+        self.assertTrue(result.stderr.decode().startswith("warren: "), result.stderr)
+        self.assertLess(elapsed, 30, "the run waited for its command past --timeout")
+        for _ in range(50):
+            if self.depth(f"{self.prefix}.{q}") == 1:
+                break
+            time.sleep(0.1)
+        self.assertEqual(self.depth(f"{self.prefix}.{q}"), 1)
+        leftover = subprocess.run(["pgrep", "-f", "^sleep 600$"], capture_output=True, text=True).stdout
+        self.assertEqual(leftover, "", "the command outlived the run")
+
     def test_exit_75_releases_without_counting_an_attempt(self):
         q = "release"
         self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))

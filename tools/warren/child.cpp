@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 extern char** environ;
 
@@ -20,7 +22,17 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// The process groups of the commands being waited for. A group is removed before it is reaped,
+// so a kill never reaches a reused process id.
+std::mutex running_mutex;
+std::set<pid_t> running_groups;
+
 }  // namespace
+
+void kill_running_shells() {
+  std::lock_guard lock(running_mutex);
+  for (pid_t group : running_groups) ::kill(-group, SIGKILL);
+}
 
 ChildResult run_shell(const std::string& command, const std::string& input,
                       const std::vector<std::pair<std::string, std::string>>& environment) {
@@ -60,6 +72,7 @@ ChildResult run_shell(const std::string& command, const std::string& input,
     return {.failure = std::string("fork: ") + std::strerror(errno)};
   }
   if (pid == 0) {
+    ::setpgid(0, 0);
     ::dup2(in[0], 0);
     ::dup2(2, 1);  // its output goes to warren's standard error, not among the result lines
     ::dup2(err[1], 2);
@@ -69,6 +82,11 @@ ChildResult run_shell(const std::string& command, const std::string& input,
     ::signal(SIGPIPE, SIG_DFL);
     ::execve(argv[0], argv, envp.data());
     ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists before a kill
+  {
+    std::lock_guard lock(running_mutex);
+    running_groups.insert(pid);
   }
   int to_child = in[1], from_child = err[0];
   ::close(in[0]);
@@ -113,6 +131,15 @@ ChildResult run_shell(const std::string& command, const std::string& input,
   close_fd(to_child);
   if (!pending.empty()) last = pending;
   int status = 0;
+  // Waited for without reaping, then taken off the kill list, then reaped: the id is never
+  // killed once it could be another process's.
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  {
+    std::lock_guard lock(running_mutex);
+    running_groups.erase(pid);
+  }
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -16,8 +16,14 @@ struct ChildResult {
   std::string failure;  // non-empty: the command could not be run at all (fork, pipe)
 };
 
-// Blocks until the command ends.
+// Blocks until the command ends. The command runs in a process group of its own, so that
+// kill_running_shells() reaches it and whatever it started.
 [[nodiscard]] ChildResult run_shell(const std::string& command, const std::string& input,
                                     const std::vector<std::pair<std::string, std::string>>& environment);
+
+// SIGKILL to every command run_shell is still waiting for (their whole process groups): a run
+// that ends (its --timeout, --count, an error) must not wait for them; their messages were
+// never settled, so the broker hands them out again. Any thread.
+void kill_running_shells();
 
 }  // namespace warren::cli

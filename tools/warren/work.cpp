@@ -103,7 +103,8 @@ class PutJob final : public WorkJob {
 class RunJob final : public WorkJob {
  public:
   using WorkJob::WorkJob;
-  ~RunJob() override {  // commands still running when the run ended: wait for them
+  ~RunJob() override {  // commands still running when the run ended: stop them, then wait
+    kill_running_shells();
     std::unique_lock lock(children_mutex_);
     children_done_.wait(lock, [this] { return running_ == 0; });
   }
