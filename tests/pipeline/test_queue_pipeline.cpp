@@ -507,6 +507,34 @@ TEST_P(PipelineSuite, ARequeueDelayKeepsAnAlwaysFailingRecordOutOfAHotLoop) {
   EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // the drain sent the held requeue at once
 }
 
+// A dead-letter target that refuses the envelope (unroutable) refuses it again at once: the
+// source goes back to the queue after requeue_delay, as any requeued failure does, not in a
+// hot loop of command runs and refused publishes.
+TEST_P(PipelineSuite, ARefusedDeadLetterRequeuesAfterTheRequeueDelay) {
+  const auto src = queue("src");
+  const std::string nowhere = prefix + "dlx-nowhere";
+  ASSERT_TRUE(wait<void>([&](auto done) { ch.exchange_declare({.name = nowhere}, done); }));
+  confirm_mode();
+  put(src, "poison");
+  std::uint64_t tries = 0;
+  auto p = start({.source = {.queue = src},
+                  .dead_letter = pipeline::DeadLetterOptions{.exchange = nowhere},
+                  .requeue_delay = std::chrono::milliseconds(250)},
+                 {Stage::sync([&](Record&) {
+                   ++tries;
+                   throw std::runtime_error("always");
+                 })});
+  loop.run_until([] { return false; }, std::chrono::milliseconds(1000));
+  EXPECT_GE(tries, 2u);
+  EXPECT_LE(tries, 6u);  // one try per 250 ms (plus the first), not hundreds
+  EXPECT_EQ(p->status().dead_lettered, 0u);
+  bool drained = false;
+  p->drain(std::chrono::seconds(5), [&](Result<void>) { drained = true; });
+  ASSERT_TRUE(loop.run_until([&] { return drained; }));
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));
+  (void)wait<void>([&](auto done) { ch.exchange_delete({.name = nowhere}, done); });
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PipelineSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
 
 }  // namespace

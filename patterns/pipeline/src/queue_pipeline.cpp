@@ -171,17 +171,7 @@ void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) 
       break;
     case Outcome::requeued:
       ++status_.failed;
-      if (options_.on_requeued == FailureSettle::requeue && options_.requeue_delay > engine::Duration::zero() &&
-          status_.state == State::running) {
-        std::weak_ptr<QueuePipeline> weak = weak_from_this();
-        auto& timer = pending_.at(id).requeue_timer;
-        timer = conn_->driver().timer([weak, id] {
-          if (auto s = weak.lock()) s->settle_pending(id, false, FailureSettle::requeue);
-        });
-        timer->arm(conn_->driver().now() + options_.requeue_delay);
-        break;
-      }
-      settle_pending(id, false, options_.on_requeued);
+      settle_failed(id, options_.on_requeued);
       break;
     case Outcome::stop:
     case Outcome::rethrow: {
@@ -197,6 +187,22 @@ void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) 
     }
   }
   if (options_.on_outcome) options_.on_outcome(record, f);
+}
+
+void QueuePipeline::settle_failed(std::uint64_t id, FailureSettle how) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;
+  if (how == FailureSettle::requeue && options_.requeue_delay > engine::Duration::zero() &&
+      status_.state == State::running) {
+    std::weak_ptr<QueuePipeline> weak = weak_from_this();
+    auto& timer = it->second.requeue_timer;
+    timer = conn_->driver().timer([weak, id] {
+      if (auto s = weak.lock()) s->settle_pending(id, false, FailureSettle::requeue);
+    });
+    timer->arm(conn_->driver().now() + options_.requeue_delay);
+    return;
+  }
+  settle_pending(id, false, how);
 }
 
 void QueuePipeline::publish_record(Record& r, StageDone done) {
@@ -222,7 +228,7 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
   const DeadLetterOptions& dl = *options_.dead_letter;
   auto requeue = [this, id](const std::string&) {
     ++status_.failed;
-    settle_pending(id, false, FailureSettle::requeue);
+    settle_failed(id, FailureSettle::requeue);
   };
   auto original = m.headers();
   if (!original) return requeue(original.error().to_string());
@@ -258,7 +264,9 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
                          return s->settle_pending(id, true, FailureSettle::requeue);
                        }
                        ++s->status_.failed;
-                       s->settle_pending(id, false, FailureSettle::requeue);
+                       // Not dead-lettered, so back to the queue, but not at once: a dead-letter
+                       // target that refuses it (unroutable, say) would refuse it again at once.
+                       s->settle_failed(id, FailureSettle::requeue);
                        if (!s->publisher_.is_open()) s->fail_stop("publishing channel: " + o.error().to_string());
                      });
 }

@@ -126,6 +126,9 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
   void dead_letter(std::uint64_t id, const Finished& finished);
   // Settles and forgets a pending delivery; counts a dead channel's as dropped.
   void settle_pending(std::uint64_t id, bool ack, FailureSettle how);
+  // Settles a failed delivery `how`; a requeue waits requeue_delay first (while running), so a
+  // record that fails the same way at once does not become a hot requeue loop.
+  void settle_failed(std::uint64_t id, FailureSettle how);
   void fail_stop(std::string why);
   void begin_drain(engine::Duration deadline);
   void maybe_finished();
