@@ -59,24 +59,19 @@ namespace {
 // headers' encoded bytes are copied as they are (no re-encoding), and the views repointed.
 struct PropertyBytes {
   std::size_t total = 0;
-  bool ok = true;
+  bool any = false;  // the message has a property at all
+  bool ok = true;    // false: its headers table cannot be sized (and is not counted)
   void shortstr(int, const char*, const std::optional<std::string_view>& v) {
+    any |= v.has_value();
     if (v) total += v->size();
   }
   void table(int, const char*, const std::optional<wire::TableRef>& v) {
     if (!v) return;
+    any = true;
     auto n = v->encoded_size();
     if (n.ok()) total += *n;
     else ok = false;
   }
-  template <class T> void octet(int, const char*, const std::optional<T>&) {}
-  template <class T> void timestamp(int, const char*, const std::optional<T>&) {}
-};
-
-struct AnyProperty {
-  bool any = false;
-  template <class T> void shortstr(int, const char*, const std::optional<T>& v) { any |= v.has_value(); }
-  template <class T> void table(int, const char*, const std::optional<T>& v) { any |= v.has_value(); }
   template <class T> void octet(int, const char*, const std::optional<T>& v) { any |= v.has_value(); }
   template <class T> void timestamp(int, const char*, const std::optional<T>& v) { any |= v.has_value(); }
 };
@@ -122,19 +117,14 @@ void Message::assign(const engine::Message& m, std::shared_ptr<detail::ChannelCo
     d_->pool = pool;
   }
   auto& d = *d_;
-  AnyProperty any;
-  if (m.properties) wire::BasicProperties::fields(*m.properties, any);
-  d.has_properties = any.any;
   PropertyBytes sizes;
+  if (m.properties) wire::BasicProperties::fields(*m.properties, sizes);
+  d.has_properties = sizes.any;
   if (d.has_properties) {
     d.properties = *m.properties;
-    wire::BasicProperties::fields(d.properties, sizes);
-    // A headers table that cannot be sized was never valid: keep the message without it.
-    if (!sizes.ok) {
-      d.properties.headers.reset();
-      sizes = {};
-      wire::BasicProperties::fields(d.properties, sizes);
-    }
+    // A headers table that cannot be sized was never valid: keep the message without it
+    // (its bytes were not counted).
+    if (!sizes.ok) d.properties.headers.reset();
   }
   const std::size_t total = m.exchange.size() + m.routing_key.size() + m.consumer_tag.size() + sizes.total + m.body.size();
   d.storage.resize(total);
