@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <variant>
 
+#include "names.hpp"
+
 namespace warren::messaging {
 namespace {
 
@@ -101,11 +103,7 @@ bool is_gap(std::uint64_t asked, std::uint64_t first_delivered, std::uint64_t ol
 
 Result<std::shared_ptr<Log>> Log::create(std::shared_ptr<Messaging> layer, LogOptions options) {
   if (!layer) return make_error(errc::invalid_argument, "no messaging layer");
-  if (options.name.empty() || options.name.size() > 180 ||
-      !std::all_of(options.name.begin(), options.name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-               c == '_' || c == ':';
-      }))
+  if (!detail::valid_name(options.name, 180))
     return make_error(errc::invalid_argument, "log name '" + options.name + "': letters, digits, '.', '-', '_', ':'");
   if (options.idle.count() <= 0 || options.empty_wait.count() <= 0)
     return make_error(errc::invalid_argument, "idle and empty_wait must be positive");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "names.hpp"
 #include "warren/messaging/subscription.hpp"
 
 namespace warren::messaging {
@@ -20,19 +21,10 @@ class ConnectionSource final : public ChannelSource {
   std::shared_ptr<client::Connection> c_;
 };
 
-// Queue names are short strings; the prefix and names must leave room for the suffixes.
-bool valid_name_part(std::string_view s) {
-  if (s.empty() || s.size() > 200) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-           c == '_' || c == ':';
-  });
-}
-
 }  // namespace
 
 Result<void> check_options(const Options& options) {
-  if (!valid_name_part(options.prefix))
+  if (!detail::valid_name(options.prefix, 200))
     return make_error(errc::invalid_argument,
                       "prefix '" + options.prefix + "': 1 to 200 of letters, digits, '.', '-', '_', ':'");
   if (options.queue_type != "quorum" && options.queue_type != "classic")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "names.hpp"
 #include "warren/wire/properties.hpp"
 
 namespace warren::messaging {
@@ -123,11 +124,7 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
 
 Result<std::shared_ptr<WorkQueue>> WorkQueue::create(std::shared_ptr<Messaging> layer, WorkQueueOptions options) {
   if (!layer) return make_error(errc::invalid_argument, "no messaging layer");
-  if (options.name.empty() || options.name.size() > 180 ||
-      !std::all_of(options.name.begin(), options.name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-               c == '_' || c == ':';
-      }))
+  if (!detail::valid_name(options.name, 180))
     return make_error(errc::invalid_argument, "work queue name '" + options.name + "': letters, digits, '.', '-', '_', ':'");
   if (options.attempts == 0) return make_error(errc::invalid_argument, "attempts must be at least 1");
   if (options.backoff.base.count() <= 0 || options.backoff.max < options.backoff.base)
