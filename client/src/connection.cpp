@@ -114,6 +114,7 @@ void Connection::dial_next() {
     tls = std::move(t);
   }
   stream_ = driver_.dial(url_.endpoints[endpoint_index_], *options_.connect_timeout, std::move(tls), *this);
+  if (options_.read_batching.min_bytes > 0) stream_->set_read_batching(options_.read_batching);
 }
 
 void Connection::on_connected() {

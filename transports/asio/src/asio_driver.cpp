@@ -8,7 +8,11 @@
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -37,11 +41,13 @@ Error net_error(const std::string& what, const std::error_code& ec) {
 // handler that completes after close() finds `events == nullptr` and does nothing.
 struct State : std::enable_shared_from_this<State> {
   State(asio::io_context& io, client::Endpoint ep, client::StreamEvents& ev)
-      : resolver(io), socket(io), dial_timer(io), endpoint(std::move(ep)), events(&ev), read_buffer(64 * 1024) {}
+      : resolver(io), socket(io), dial_timer(io), batch_timer(io), endpoint(std::move(ep)), events(&ev),
+        read_buffer(64 * 1024) {}
 
   tcp::resolver resolver;
   tcp::socket socket;
   asio::steady_timer dial_timer;
+  asio::steady_timer batch_timer;
   client::Endpoint endpoint;
   client::StreamEvents* events;
   std::optional<tls::TlsPump> tls;
@@ -54,6 +60,11 @@ struct State : std::enable_shared_from_this<State> {
   bool reading = false;
   bool want_reading = true;
   bool tls_writing = false;
+  // Read batching (client::ReadBatching); see read().
+  client::ReadBatching batching;
+  bool streaming = false;  // bytes keep coming: the mark is min_bytes, reads wait for it
+  bool non_blocking = false;
+  detail::OperationBlocks batch_ops;
 
   std::string where() const { return endpoint.host + ":" + std::to_string(endpoint.port); }
 
@@ -62,6 +73,7 @@ struct State : std::enable_shared_from_this<State> {
     std::error_code ignored;
     resolver.cancel();
     dial_timer.cancel();
+    batch_timer.cancel();
     socket.close(ignored);
   }
   void fail(Error e) {
@@ -100,23 +112,93 @@ struct State : std::enable_shared_from_this<State> {
     events->on_connected();
   }
 
+  // Reading. Without batching, and while quiet with it, an async_read_some: Asio reads at once
+  // what is there. While streaming with batching, the socket's SO_RCVLOWAT is min_bytes and
+  // the read is a wait for readiness, which the kernel signals only at the mark, then one
+  // non-blocking read; the batch timer reads what sits below the mark max_wait after the last
+  // read, and a read that finds nothing means quiet again (the mark back to one byte, which
+  // the kernel re-checks at once, so bytes already there are not missed). The timer also
+  // covers an edge that came between a read and the next wait.
   void read() {
     if (reading || !want_reading || !events) return;
     reading = true;
     auto self = shared_from_this();
+    if (streaming) {
+      socket.async_wait(tcp::socket::wait_read,
+                        asio::bind_allocator(detail::OperationAllocator<void>(&read_ops), [self](const std::error_code& ec) {
+                          self->reading = false;
+                          if (!self->events) return;
+                          if (ec) return self->fail(net_error("read " + self->where(), ec));
+                          if (!self->want_reading) return;
+                          self->read_now();
+                          self->read();
+                        }));
+      return;
+    }
     socket.async_read_some(asio::buffer(read_buffer.data(), read_buffer.size()),
                            asio::bind_allocator(detail::OperationAllocator<void>(&read_ops),
                                                 [self](const std::error_code& ec, std::size_t n) {
                              self->reading = false;
                              if (!self->events) return;
-                             if (ec) {
-                               return self->fail(ec == asio::error::eof
-                                                     ? make_error(errc::connection_lost, "the broker closed the connection")
-                                                     : net_error("read " + self->where(), ec));
-                             }
+                             if (ec) return self->fail(self->read_error(ec));
+                             self->batch_after_read(true);
                              self->on_read(std::span<const std::byte>(self->read_buffer.data(), n));
                              self->read();
                            }));
+  }
+
+  Error read_error(const std::error_code& ec) const {
+    return ec == asio::error::eof ? make_error(errc::connection_lost, "the broker closed the connection")
+                                  : net_error("read " + where(), ec);
+  }
+
+  // One non-blocking read (the socket is non-blocking once batching is on).
+  void read_now() {
+    std::error_code ec;
+    const std::size_t n = socket.read_some(asio::buffer(read_buffer.data(), read_buffer.size()), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return batch_after_read(false);
+    if (ec) return fail(read_error(ec));
+    batch_after_read(true);
+    on_read(std::span<const std::byte>(read_buffer.data(), n));
+  }
+
+  bool batching_on() const { return batching.min_bytes > 0 && connected; }
+
+  void set_mark(std::size_t bytes) {
+    const int mark = static_cast<int>(std::min<std::size_t>(bytes, INT_MAX));
+    (void)::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark);
+  }
+
+  void batch_after_read(bool found_bytes) {
+    if (!batching_on()) return;
+    if (found_bytes) {
+      if (!streaming) {
+        streaming = true;
+        if (!non_blocking) {
+          std::error_code ignored;
+          socket.non_blocking(true, ignored);
+          non_blocking = true;
+        }
+        set_mark(batching.min_bytes);
+      }
+      wait_batch_timer();
+    } else if (streaming) {
+      streaming = false;
+      set_mark(1);
+    }
+  }
+
+  // Re-armed after every read: moving the deadline replaces the wait in flight (which ends
+  // as aborted), one timerfd update and no wake-up; a wait that ran on past the deadline and
+  // was re-armed from its end would wake the loop every max_wait.
+  void wait_batch_timer() {
+    batch_timer.expires_after(batching.max_wait);
+    auto self = shared_from_this();
+    batch_timer.async_wait(asio::bind_allocator(detail::OperationAllocator<void>(&batch_ops), [self](const std::error_code& ec) {
+      if (ec || !self->events || !self->streaming || !self->want_reading) return;
+      self->read_now();
+      if (self->events) self->read();
+    }));
   }
 
   void on_read(std::span<const std::byte> bytes) {
@@ -180,8 +262,12 @@ class AsioStream final : public client::Stream {
   void write(std::span<const std::span<const std::byte>> parts) override { state_->write(parts); }
   void set_reading(bool reading) override {
     state_->want_reading = reading;
-    if (reading && state_->connected) state_->read();
+    if (!reading || !state_->connected) return;
+    state_->read();
+    // What sat below the mark while reading was held is read by the batch timer.
+    if (state_->streaming) state_->batch_after_read(true);
   }
+  void set_read_batching(client::ReadBatching batching) override { state_->batching = batching; }
   void close() override { state_->close(); }
 
  private:

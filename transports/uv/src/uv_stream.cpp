@@ -110,6 +110,16 @@ class UvStream final : public client::Stream {
   void set_reading(bool reading) override {
     reading_ = reading;
     watch();
+    if (reading_ && streaming_) arm_batch_timer();  // what sat below the mark while held
+  }
+
+  void set_read_batching(client::ReadBatching batching) override {
+    batching_ = batching;
+    if (batching_.min_bytes == 0 || batch_timer_) return;
+    batch_timer_ = new uv_timer_t;
+    uv_timer_init(loop_, batch_timer_);
+    batch_timer_->data = this;
+    uv_unref(reinterpret_cast<uv_handle_t*>(batch_timer_));  // the socket keeps the loop alive, not this
   }
 
   void close() override {
@@ -123,6 +133,8 @@ class UvStream final : public client::Stream {
     dial_timer_ = nullptr;
     close_and_free(idle_);
     idle_ = nullptr;
+    close_and_free(batch_timer_);
+    batch_timer_ = nullptr;
     close_socket(socket_);
     socket_ = nullptr;
   }
@@ -259,13 +271,52 @@ class UvStream final : public client::Stream {
     if (events & UV_READABLE) self->read_once();
   }
 
+  // ---- read batching (client::ReadBatching): two states. Quiet: the mark is one byte, and
+  // what comes is read at once. Streaming (after any read that found bytes): the mark is
+  // min_bytes, so the kernel wakes us only for that much, and a timer reads what is below it
+  // max_wait after the last read. A timer read that finds nothing means quiet again.
+
+  bool batching() const { return batching_.min_bytes > 0 && connected_; }
+
+  void set_mark(int bytes) {
+    (void)::setsockopt(socket_->fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes);
+  }
+
+  void arm_batch_timer() {
+    const auto us = batching_.max_wait.count();
+    const auto ms = static_cast<std::uint64_t>(std::max<long long>(1, (us + 999) / 1000));
+    uv_timer_start(batch_timer_, &UvStream::on_batch_timer, ms, 0);
+  }
+
+  static void on_batch_timer(uv_timer_t* t) {
+    auto* self = static_cast<UvStream*>(t->data);
+    if (!self || !self->socket_ || !self->events_ || !self->reading_) return;
+    self->read_once();
+  }
+
+  // After a read: found bytes, so more are likely coming (streaming), or found none (quiet).
+  void batch_after_read(bool found_bytes) {
+    if (!batching()) return;
+    if (found_bytes) {
+      if (!streaming_) {
+        streaming_ = true;
+        set_mark(static_cast<int>(std::min<std::size_t>(batching_.min_bytes, INT_MAX)));
+      }
+      arm_batch_timer();
+    } else if (streaming_) {
+      streaming_ = false;
+      set_mark(1);
+    }
+  }
+
   void read_once() {
     ssize_t n = ::recv(socket_->fd, read_buffer_.data(), read_buffer_.size(), 0);
     if (n == 0) return fail(make_error(errc::connection_lost, "the broker closed the connection"));
     if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return batch_after_read(false);
       return fail(sys_error("read " + where(), errno));
     }
+    batch_after_read(true);
     auto bytes = std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n));
     if (!tls_) return events_->on_bytes(bytes);
     auto r = tls_->read(bytes);
@@ -347,6 +398,9 @@ class UvStream final : public client::Stream {
   std::optional<Error> pending_error_;
   uv_timer_t* dial_timer_ = nullptr;
   uv_idle_t* idle_ = nullptr;
+  uv_timer_t* batch_timer_ = nullptr;
+  client::ReadBatching batching_;
+  bool streaming_ = false;  // batching: bytes keep coming, the mark is min_bytes
   uv_getaddrinfo_t* resolver_ = nullptr;
   std::vector<Address> addresses_;
   std::size_t next_address_ = 0;

@@ -4,6 +4,8 @@
 // on the loop's thread, except Driver::post, which any thread may call.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -26,6 +28,18 @@ struct TlsSettings {
   std::string client_key_pem;
 };
 
+// Throughput mode for a busy consumer, as Kafka's fetch.min.bytes / fetch.max.wait.ms: while
+// bytes keep coming, a read waits until `min_bytes` are there (the kernel's SO_RCVLOWAT, so the
+// process is not even woken for less) or `max_wait` has passed since the last read, whichever
+// is first. The first bytes after a quiet period (a read that found nothing) are read at once,
+// so a sparse request/reply sees no delay. Fewer, larger reads cost less CPU per message and
+// add at most `max_wait` of latency. min_bytes 0 is off: every readable byte is read at once.
+// libuv's timers count whole milliseconds: there, max_wait is rounded up to one.
+struct ReadBatching {
+  std::size_t min_bytes = 0;
+  std::chrono::microseconds max_wait{1000};
+};
+
 // What a stream reports, on the loop's thread.
 class StreamEvents {
  public:
@@ -43,6 +57,8 @@ class Stream {
   // One gathered write; at most one in flight. The spans stay valid until on_written.
   virtual void write(std::span<const std::span<const std::byte>> parts) = 0;
   virtual void set_reading(bool reading) = 0;
+  // Off until called; a stream that cannot batch (a fake) reads at once, as before.
+  virtual void set_read_batching(ReadBatching) {}
   virtual void close() = 0;  // no events after this
 };
 

@@ -1,0 +1,127 @@
+// Throughput mode (client::ReadBatching) on each driver's stream, against a peer on loopback
+// that writes what the test says when it says. The rule is about the kernel's mark and a
+// timer, so these run on real time, with margins wide enough for a loaded 2-core machine:
+// "held" means not read within 150 ms of a max_wait of 1.5 s; "at once" means well within it.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "drivers/listener.hpp"
+#include "integration/client_fixture.hpp"
+
+namespace warren::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Reader final : client::StreamEvents {
+  bool connected = false;
+  std::size_t bytes = 0;
+  std::size_t reads = 0;
+  std::optional<Error> error;
+  void on_connected() override { connected = true; }
+  void on_bytes(std::span<const std::byte> b) override {
+    bytes += b.size();
+    ++reads;
+  }
+  void on_written(std::size_t) override {}
+  void on_stream_error(Error cause) override { error = std::move(cause); }
+};
+
+class ReadBatching : public ::testing::TestWithParam<DriverKind> {
+ protected:
+  // Dials the listener, with `batching` unless it is nullopt, and accepts the peer's end.
+  void connect(std::optional<client::ReadBatching> batching) {
+    stream = loop.driver().dial(client::Endpoint{"127.0.0.1", listener.port()}, 5000ms, std::nullopt, events);
+    if (batching) stream->set_read_batching(*batching);
+    ASSERT_TRUE(loop.run_until([&] { return events.connected || events.error; }));
+    ASSERT_TRUE(events.connected) << events.error->to_string();
+    peer = listener.accept();
+    ASSERT_GE(peer, 0);
+  }
+  void TearDown() override {
+    if (stream) stream->close();
+    if (peer >= 0) ::close(peer);
+  }
+  void send(std::size_t n) {
+    const std::string bytes(n, 'x');
+    ASSERT_EQ(::send(peer, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(n));
+  }
+  // Runs the loop for `d`, then says whether `total` bytes were read by then.
+  bool read_within(std::size_t total, std::chrono::milliseconds d) {
+    return loop.run_until([&] { return events.bytes >= total || events.error.has_value(); }, d) && !events.error;
+  }
+
+  Loop loop{GetParam()};
+  Listener listener;
+  Reader events;
+  std::unique_ptr<client::Stream> stream;
+  int peer = -1;
+};
+
+constexpr client::ReadBatching batching{.min_bytes = 4096, .max_wait = 1500ms};
+
+TEST_P(ReadBatching, while_bytes_keep_coming_a_read_waits_for_the_mark_and_reads_it_in_one_go) {
+  connect(batching);
+  send(100);  // the first bytes after a quiet spell: read at once
+  ASSERT_TRUE(read_within(100, 1000ms));
+  send(100);  // streaming now: below the mark, so held
+  EXPECT_FALSE(read_within(200, 150ms)) << "read before the mark or max_wait";
+  const std::size_t reads_before = events.reads;
+  send(4000);  // 4,100 bytes wait now: past the mark
+  ASSERT_TRUE(read_within(4200, 1000ms)) << "the mark was passed but nothing was read";
+  EXPECT_EQ(events.reads, reads_before + 1) << "the held bytes and the rest came in one read";
+}
+
+TEST_P(ReadBatching, bytes_below_the_mark_are_read_after_max_wait_and_a_quiet_stream_reads_at_once_again) {
+  connect(batching);
+  send(100);
+  ASSERT_TRUE(read_within(100, 1000ms));
+  send(10);  // below the mark: held ...
+  const auto sent = std::chrono::steady_clock::now();
+  EXPECT_FALSE(read_within(110, 150ms));
+  ASSERT_TRUE(read_within(110, 10s)) << "bytes below the mark were never read";  // ... until max_wait
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, 1000ms) << "read before max_wait";
+  // The timer's next read finds nothing: quiet again, so the next bytes are read at once.
+  ASSERT_FALSE(read_within(111, 2000ms));
+  send(10);
+  EXPECT_TRUE(read_within(120, 1000ms)) << "a quiet stream held its first bytes";
+}
+
+TEST_P(ReadBatching, reading_held_by_the_client_is_still_held_and_resumes_with_what_sat_below_the_mark) {
+  connect(batching);
+  send(100);
+  ASSERT_TRUE(read_within(100, 1000ms));
+  stream->set_reading(false);
+  send(5000);  // past the mark, but the client asked for no reads
+  EXPECT_FALSE(read_within(5100, 300ms)) << "read while the client held reading";
+  stream->set_reading(true);
+  EXPECT_TRUE(read_within(5100, 1000ms));
+}
+
+TEST_P(ReadBatching, without_batching_every_burst_is_read_at_once) {
+  connect(std::nullopt);
+  send(100);
+  ASSERT_TRUE(read_within(100, 1000ms));
+  send(10);
+  EXPECT_TRUE(read_within(110, 1000ms));
+}
+
+TEST_P(ReadBatching, the_end_of_the_stream_is_seen_below_the_mark) {
+  connect(batching);
+  send(100);
+  ASSERT_TRUE(read_within(100, 1000ms));
+  ::close(peer);
+  peer = -1;
+  ASSERT_TRUE(loop.run_until([&] { return events.error.has_value(); }, 1000ms)) << "EOF held behind the mark";
+  EXPECT_NE(events.error->to_string().find("closed the connection"), std::string::npos) << events.error->to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, ReadBatching, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
+
+}  // namespace
+}  // namespace warren::test
