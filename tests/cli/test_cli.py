@@ -209,13 +209,63 @@ class Cli(unittest.TestCase):
                 r = self.ok(warren("perf", "--driver", driver, "-x", "1", "-y", "1", "-s", "64", "-C", "2000", "-c", "100",
                                    "-q", "100", "-A", "10", "--json"))
                 lines = r.splitlines()
-                self.assertEqual(len(lines), 1)  # no progress line: stdout is not a terminal
+                self.assertEqual(len(lines), 1)  # the progress lines go to stderr
                 s = json.loads(lines[0])
                 self.assertEqual((s["sent"], s["confirmed"], s["received"]), (2000, 2000, 2000))
                 for key in ("seconds", "send_rate", "receive_rate", "cpu_seconds", "cpu_us_per_msg"):
                     self.assertGreater(s[key], 0, key)
                 self.assertGreater(s["latency_us"]["p99"], 0)
                 self.assertGreaterEqual(s["latency_us"]["p99"], s["latency_us"]["p50"])
+
+    def test_perf_prints_a_line_each_second_on_stderr_and_keeps_stdout_for_the_summary(self):
+        import re
+        line = re.compile(r"^time: \d+\.\d{3} s, sent: \d+ msg/s, received: \d+ msg/s, "
+                          r"min/median/75th/95th/99th consumer latency: \d+/\d+/\d+/\d+/\d+ us$")
+        r = warren("perf", "-x", "1", "-y", "1", "-s", "64", "-r", "400", "-z", "2.5", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        out = r.stdout.decode().splitlines()
+        self.assertEqual(len(out), 1, out)
+        s = json.loads(out[0])
+        progress = r.stderr.decode().splitlines()
+        self.assertEqual(len(progress), 2, progress)  # at 1 s and 2 s of a 2.5 s run
+        for text in progress:
+            self.assertRegex(text, line)
+        # -r 400 is a limit: about 1,000 messages in 2.5 s, never the hundreds of thousands
+        # of a run flat out.
+        self.assertLessEqual(s["sent"], 400 * 2.5 + 2)
+        self.assertGreater(s["sent"], 400 * 2.5 * 0.8)
+        self.assertLessEqual(s["send_rate"], 400 * 1.01)
+
+    def test_perf_consumer_channel_count_gives_each_connection_that_many_consumers(self):
+        q = self.declare()
+        run = subprocess.Popen([WARREN, "perf", "-x", "0", "-y", "2", "-Y", "3", "-u", q, "-z", "4", "--json", "--url", URL],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            consumers = channel_count = None
+            deadline = time.monotonic() + 3.5
+            while time.monotonic() < deadline:
+                out = subprocess.run([CTL, "-q", "list_queues", "name", "consumers"], capture_output=True, text=True,
+                                     check=True).stdout
+                consumers = next((int(l.split("\t")[1]) for l in out.splitlines() if l.split("\t")[0] == q), None)
+                if consumers == 6:
+                    out = subprocess.run([CTL, "-q", "list_consumers", "queue_name", "channel_pid"], capture_output=True,
+                                         text=True, check=True).stdout
+                    channel_count = len({l.split("\t")[1] for l in out.splitlines() if l.split("\t")[0] == q})
+                    break
+                time.sleep(0.1)
+            self.assertEqual(consumers, 6)
+            self.assertEqual(channel_count, 6, "each consumer on a channel of its own")
+        finally:
+            out, err = run.communicate(timeout=30)
+        self.assertEqual(run.returncode, 0, err.decode(errors="replace"))
+
+    def test_perf_in_throughput_mode_moves_every_message(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                r = self.ok(warren("perf", "--driver", driver, "-x", "1", "-y", "1", "-s", "64", "-C", "5000", "-c", "500",
+                                   "-q", "300", "-A", "50", "--read-min-bytes", "32768", "--read-max-wait", "2000", "--json"))
+                s = json.loads(r)
+                self.assertEqual((s["sent"], s["confirmed"], s["received"]), (5000, 5000, 5000))
 
     def test_perf_consumers_read_what_is_there(self):
         q = self.declare()

@@ -15,6 +15,10 @@ class Histogram {
     ++total_;
   }
   [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
+  void reset() noexcept {
+    counts_.fill(0);
+    total_ = 0;
+  }
   // The smallest recorded bucket's value with at least q of the samples at or below it.
   [[nodiscard]] std::uint64_t quantile_ns(double q) const noexcept {
     if (total_ == 0) return 0;

@@ -68,18 +68,24 @@ int Job::run() {
 }
 
 void Job::connect_another(client::Callback<std::shared_ptr<client::Connection>> done) {
-  connect_from(0, std::make_shared<decltype(done)>(std::move(done)));
+  connect_another(options(), std::move(done));
 }
 
-void Job::connect_from(std::size_t index, std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done) {
+void Job::connect_another(client::ClientOptions options, client::Callback<std::shared_ptr<client::Connection>> done) {
+  connect_from(0, std::make_shared<const client::ClientOptions>(std::move(options)),
+               std::make_shared<decltype(done)>(std::move(done)));
+}
+
+void Job::connect_from(std::size_t index, std::shared_ptr<const client::ClientOptions> options,
+                       std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done) {
   auto holder = std::make_shared<std::shared_ptr<client::Connection>>();
-  *holder = client::Connection::connect(driver(), urls_[index], options(), [this, index, done, holder](Result<void> r) {
+  *holder = client::Connection::connect(driver(), urls_[index], *options, [this, index, options, done, holder](Result<void> r) {
     const Error* e = r ? nullptr : &r.error();
     auto c = std::move(*holder);
     if (e) {
       // Refused credentials are not a host problem: another URL is not tried for them.
       if (index + 1 < urls_.size() && e->code != make_error_code(errc::access_refused))
-        return connect_from(index + 1, done);
+        return connect_from(index + 1, options, done);
       return (*done)(*e);
     }
     track(c);

@@ -64,6 +64,8 @@ class Job {
   [[nodiscard]] client::Driver& driver() { return runtime_->driver(); }
   // Opens one more connection to the same URLs (perf: one per producer and consumer).
   void connect_another(client::Callback<std::shared_ptr<client::Connection>> done);
+  // The same with options of its own (e.g. a consumer's read batching), not options()'s.
+  void connect_another(client::ClientOptions options, client::Callback<std::shared_ptr<client::Connection>> done);
   void track(std::shared_ptr<client::Connection> c);  // closed with the job
   // The queue as it is, or declared non-durable when it is missing; `done` gets its message
   // count. The passive check runs on a channel of its own, since a 404 closes it.
@@ -74,7 +76,8 @@ class Job {
   int exit_code_ = 0;
 
  private:
-  void connect_from(std::size_t index, std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done);
+  void connect_from(std::size_t index, std::shared_ptr<const client::ClientOptions> options,
+                    std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done);
   void close_all();
 
   Common common_;

@@ -2,7 +2,9 @@
 // and each consumer has a connection of its own, all on one loop. Bodies carry their send
 // time (steady clock, nanoseconds) in their first 8 bytes, so consumers measure latency.
 // CPU is the process's user + system time (getrusage) over the measured phase; CPU per
-// message divides it by the larger of messages sent and messages received.
+// message divides it by the larger of messages sent and messages received. Each second a
+// line on standard error says how the run goes, as PerfTest's do; standard output keeps the
+// summary.
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +33,10 @@ struct PerfArgs {
   std::uint32_t multi_ack = 0;  // ack with multiple every N; 0 (or 1): each
   std::string queue;
   double seconds = 0;  // 0: until the counts are reached
+  double rate = 0;     // messages per second per producer; 0: as fast as it can
+  int consumer_channels = 1;
+  std::size_t read_min_bytes = 0;  // consumers' read batching (throughput mode); 0: off
+  std::uint64_t read_max_wait_us = 1000;
   bool json = false;
 };
 
@@ -46,16 +52,22 @@ struct Producer {
   std::uint64_t sent = 0;
   std::uint64_t settled_through = 0;  // highest publish id settled (confirms come in order)
   std::uint64_t first_id = 0;         // id of the first publish, to turn ids into counts
+  std::unique_ptr<client::Timer> pace;  // -r: the next turn of a rate-limited producer
   bool done = false;
 };
 
-struct Consumer {
-  std::shared_ptr<client::Connection> conn;
+// One consumer: a channel and its subscription, on a consumer connection (-Y per connection).
+struct Subscriber {
   client::Channel channel;
   client::Consumer subscription;  // held for the run: dropping it cancels
   std::uint64_t received = 0;
   std::uint64_t unacked = 0;
   bool done = false;
+};
+
+struct Consumer {
+  std::shared_ptr<client::Connection> conn;
+  std::vector<Subscriber> subscribers;
 };
 
 class PerfJob final : public Job {
@@ -72,6 +84,9 @@ class PerfJob final : public Job {
     if (a.seconds < 0 || !std::isfinite(a.seconds)) return make_error(errc::invalid_argument, "-z must be a number of seconds");
     if (a.producers > 0 && a.producer_count == 0 && a.seconds == 0)
       return make_error(errc::invalid_argument, "unbounded run: give -C (messages per producer) or -z (seconds)");
+    if (a.rate < 0 || !std::isfinite(a.rate)) return make_error(errc::invalid_argument, "-r must be messages per second, 0 or more");
+    if (a.consumer_channels < 1) return make_error(errc::invalid_argument, "-Y must be 1 or more");
+    if (a.read_max_wait_us == 0) return make_error(errc::invalid_argument, "--read-max-wait must be 1 us or more");
     body_.assign(a.size, 'w');
     return {};
   }
@@ -127,25 +142,36 @@ class PerfJob final : public Job {
     });
   }
 
+  // A consumer connection and its -Y channels, each with a subscription of its own; the
+  // connection counts as ready once every subscription is.
   void setup_consumer(Consumer& c) {
-    connect_another([this, &c](Result<std::shared_ptr<client::Connection>> conn) {
+    client::ClientOptions options = this->options();
+    options.read_batching = {.min_bytes = args_->read_min_bytes,
+                             .max_wait = std::chrono::microseconds(args_->read_max_wait_us)};
+    connect_another(std::move(options), [this, &c](Result<std::shared_ptr<client::Connection>> conn) {
       if (!conn) return fail("consumer connect", conn.error());
       c.conn = std::move(*conn);
-      c.conn->open_channel([this, &c](Result<client::Channel> ch) {
-        if (!ch) return fail("consumer channel.open", ch.error());
-        c.channel = std::move(*ch);
-        c.channel.consume(
-            {.queue = queue_, .auto_ack = args_->auto_ack, .prefetch = args_->prefetch},
-            [this, &c](const client::Delivery& d) { on_message(c, d); },
-            [this, &c](Result<client::Consumer> subscription) {
-              if (!subscription) return fail("basic.consume " + queue_, subscription.error());
-              c.subscription = std::move(*subscription);
-              c.subscription.on_ended([this](const Error& cause) {
-                if (!finished_) fail("consumer", cause);
-              });
-              worker_ready();
+      c.subscribers.resize(static_cast<std::size_t>(args_->consumer_channels));
+      pending_setup_ += args_->consumer_channels - 1;
+      for (auto& s : c.subscribers) setup_subscriber(c, s);
+    });
+  }
+
+  void setup_subscriber(Consumer& c, Subscriber& s) {
+    c.conn->open_channel([this, &s](Result<client::Channel> ch) {
+      if (!ch) return fail("consumer channel.open", ch.error());
+      s.channel = std::move(*ch);
+      s.channel.consume(
+          {.queue = queue_, .auto_ack = args_->auto_ack, .prefetch = args_->prefetch},
+          [this, &s](const client::Delivery& d) { on_message(s, d); },
+          [this, &s](Result<client::Consumer> subscription) {
+            if (!subscription) return fail("basic.consume " + queue_, subscription.error());
+            s.subscription = std::move(*subscription);
+            s.subscription.on_ended([this](const Error& cause) {
+              if (!finished_) fail("consumer", cause);
             });
-      });
+            worker_ready();
+          });
     });
   }
 
@@ -157,11 +183,9 @@ class PerfJob final : public Job {
       stop_timer_ = driver().timer([this] { end(); });
       stop_timer_->arm(started_ + from_seconds(args_->seconds));
     }
-    if (!args_->json && isatty(STDOUT_FILENO)) {
-      progress_timer_ = driver().timer([this] { progress(); });
-      progress_at_ = started_ + std::chrono::seconds(1);
-      progress_timer_->arm(progress_at_);
-    }
+    progress_timer_ = driver().timer([this] { progress(); });
+    progress_at_ = started_ + std::chrono::seconds(1);
+    progress_timer_->arm(progress_at_);
     for (auto& p : producers_) publish_more(p);
     check_done();
   }
@@ -173,6 +197,7 @@ class PerfJob final : public Job {
       if (limit > 0 && p.sent == limit) break;
       if (window > 0 && p.sent - settled_count(p) >= window) return;  // a confirm calls again
       if (p.conn->congested()) return;                                // on_writable does
+      if (args_->rate > 0 && p.sent >= allowed_by_rate()) return pace(p);
       if (body_.size() >= 8) {
         const std::uint64_t t = now_ns();
         std::memcpy(body_.data(), &t, 8);
@@ -182,6 +207,20 @@ class PerfJob final : public Job {
       if (p.sent++ == 0) p.first_id = *id;
     }
     producer_maybe_done(p);
+  }
+
+  // -r: what a producer may have sent by now, from the start of the run.
+  std::uint64_t allowed_by_rate() const {
+    const double s = std::chrono::duration<double>(Clock::now() - started_).count();
+    return static_cast<std::uint64_t>(s * args_->rate) + 1;
+  }
+
+  // Publishing resumes on a timer: every 1/rate seconds, but not more often than each
+  // millisecond (a fast rate publishes a few per turn).
+  void pace(Producer& p) {
+    if (!p.pace) p.pace = driver().timer([this, &p] { publish_more(p); });
+    const auto gap = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(1.0 / args_->rate));
+    p.pace->arm(driver().now() + std::max<std::chrono::steady_clock::duration>(gap, std::chrono::milliseconds(1)));
   }
 
   std::uint64_t settled_count(const Producer& p) const {
@@ -204,15 +243,20 @@ class PerfJob final : public Job {
     check_done();
   }
 
-  void on_message(Consumer& c, const client::Delivery& d) {
+  void on_message(Subscriber& c, const client::Delivery& d) {
     if (c.done || finished_) return;
     ++c.received;
     ++received_total_;
+    // The send time, from a producer of this run (a consumer alone does not read the clock
+    // per message: that would be measured as the client's cost).
     if (args_->producers > 0 && d.body().size() >= 8) {
       std::uint64_t t;
       std::memcpy(&t, d.body().data(), 8);
       const std::uint64_t now = now_ns();
-      if (now >= t) latency_.record(now - t);
+      if (now >= t && now - t < std::uint64_t{3600} * 1'000'000'000) {
+        latency_.record(now - t);
+        second_latency_.record(now - t);
+      }
     }
     if (!args_->auto_ack) {
       ++c.unacked;
@@ -227,7 +271,7 @@ class PerfJob final : public Job {
   }
 
   // With -A N one ack settles this delivery and every earlier one still unacked.
-  void ack(Consumer& c, const client::Delivery& d) {
+  void ack(Subscriber& c, const client::Delivery& d) {
     if (auto r = d.ack({.multiple = args_->multi_ack > 1}); !r.ok()) return fail("ack", r.error());
     c.unacked = 0;
   }
@@ -246,9 +290,12 @@ class PerfJob final : public Job {
     }
     if (args_->consumer_count > 0) {
       for (const auto& c : consumers_)
-        if (!c.done) return;
+        for (const auto& s : c.subscribers)
+          if (!s.done) return;
       return end();
     }
+    // Consumers alone with -z: they read what comes until the time is up.
+    if (producers_.empty() && args_->seconds > 0) return;
     const std::uint64_t expected = producers_.empty() ? initial_messages_ : sent;
     if (received_total_ >= expected) end();
   }
@@ -267,18 +314,38 @@ class PerfJob final : public Job {
     });
   }
 
+  // Each second, on standard error, PerfTest's line: the rates over that second and the
+  // consumer latency of the messages received in it.
   void progress() {
-    std::uint64_t sent = 0;
-    for (const auto& p : producers_) sent += p.sent;
+    std::uint64_t sent = 0, confirmed = 0;
+    for (const auto& p : producers_) {
+      sent += p.sent;
+      confirmed += settled_count(p);
+    }
     const double s = std::chrono::duration<double>(Clock::now() - started_).count();
-    std::printf("\r%6.1f s  sent %9llu (%8.0f msg/s)  received %9llu (%8.0f msg/s)", s, static_cast<unsigned long long>(sent),
-                static_cast<double>(sent - last_sent_), static_cast<unsigned long long>(received_total_),
-                static_cast<double>(received_total_ - last_received_));
-    std::fflush(stdout);
+    const double span = s - last_progress_s_;
+    const auto per_second = [span](std::uint64_t n) { return span > 0 ? static_cast<double>(n) / span : 0.0; };
+    const auto us = [this](double q) { return static_cast<double>(second_latency_.quantile_ns(q)) / 1000.0; };
+    std::string line = "time: " + fixed(s, 3) + " s, sent: " + fixed(per_second(sent - last_sent_), 0) + " msg/s";
+    if (args_->confirm_window > 0) line += ", confirmed: " + fixed(per_second(confirmed - last_confirmed_), 0) + " msg/s";
+    line += ", received: " + fixed(per_second(received_total_ - last_received_), 0) + " msg/s";
+    if (second_latency_.total() > 0)
+      line += ", min/median/75th/95th/99th consumer latency: " + fixed(us(0), 0) + "/" + fixed(us(0.5), 0) + "/" +
+              fixed(us(0.75), 0) + "/" + fixed(us(0.95), 0) + "/" + fixed(us(0.99), 0) + " us";
+    std::fprintf(stderr, "%s\n", line.c_str());
+    second_latency_.reset();
     last_sent_ = sent;
+    last_confirmed_ = confirmed;
     last_received_ = received_total_;
+    last_progress_s_ = s;
     progress_at_ += std::chrono::seconds(1);
     progress_timer_->arm(progress_at_);
+  }
+
+  static std::string fixed(double v, int decimals) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.*f", decimals, v);
+    return text;
   }
 
   void end() {
@@ -286,11 +353,10 @@ class PerfJob final : public Job {
     finished_ = true;
     const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
     const double cpu = cpu_seconds() - cpu_start_;
-    if (progress_timer_) {
-      progress_timer_->cancel();
-      std::printf("\n");
-    }
+    if (progress_timer_) progress_timer_->cancel();
     if (stop_timer_) stop_timer_->cancel();
+    for (auto& p : producers_)
+      if (p.pace) p.pace->cancel();
     std::uint64_t sent = 0, confirmed = 0;
     for (const auto& p : producers_) {
       sent += p.sent;
@@ -340,9 +406,11 @@ class PerfJob final : public Job {
   Clock::time_point started_;
   double cpu_start_ = 0;
   Histogram latency_;
+  Histogram second_latency_;  // this second's, for the progress line
   std::unique_ptr<client::Timer> stop_timer_, progress_timer_, poll_timer_;
   Clock::time_point progress_at_;
-  std::uint64_t last_sent_ = 0, last_received_ = 0;
+  std::uint64_t last_sent_ = 0, last_confirmed_ = 0, last_received_ = 0;
+  double last_progress_s_ = 0;
   bool holding_check_ = false;
   bool finished_ = false;
 };
@@ -364,6 +432,13 @@ void add_perf(CLI::App& app, Runner& run) {
   cmd->add_option("-A,--multi-ack-every", args->multi_ack, "ack with multiple every N messages (default: each)");
   cmd->add_option("-u,--queue", args->queue, "the queue (declared non-durable if missing; default: a new one, deleted after)");
   cmd->add_option("-z,--time", args->seconds, "stop after this many seconds");
+  cmd->add_option("-r,--rate", args->rate, "messages per second per producer (default: as fast as it can)");
+  cmd->add_option("-Y,--consumer-channel-count", args->consumer_channels,
+                  "channels per consumer connection, each with a consumer of its own (default 1)");
+  cmd->add_option("--read-min-bytes", args->read_min_bytes,
+                  "consumers' throughput mode: while messages keep coming, read once this many bytes are there...");
+  cmd->add_option("--read-max-wait", args->read_max_wait_us,
+                  "... or this many microseconds after the last read (default 1000)");
   cmd->add_flag("--json", args->json, "one summary line of JSON");
   cmd->callback([&run, args] { run = [args] { return PerfJob(args).run(); }; });
 }
