@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark: warren (libuv and Asio drivers) and rabbitmq-c on one throwaway
-# broker, the same three workloads, several rounds, medians. Writes a Markdown table and a
-# PNG chart.
-#   bench/compare.sh [--rounds N] [--count N] [--out DIR]   (default: 5, 200000, docs/)
+# The side-by-side benchmark: warren (libuv and Asio drivers), rabbitmq-c and pika on one
+# throwaway broker, the same three workloads, several rounds, medians. Writes a Markdown
+# table and a PNG chart.
+#   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--out DIR]
+#   (default: 5, 200000, 5, docs/)
 # W1 publish N x 64 B without confirms to a non-durable queue, until the broker holds them;
 # W2 the same with confirms, at most 1,000 unconfirmed; W3 consume N pre-filled x 64 B with
 # prefetch 500 and a multiple ack every 100 (from a lazy queue: see fill_queue). The clients
 # take turns in a rotating order. W3 has a fourth client, warren-asio-receive: the same
 # consume through `co_await consumer.receive(...)` (bench/asio_receive.cpp), an owned Message
-# per delivery, with its heap allocations per message counted.
+# per delivery, with its heap allocations per message counted; and two in throughput mode
+# (warren-uv-batch, warren-asio-batch: `warren perf --read-min-bytes --read-max-wait`).
+# pika (bench/pika_perf.py) moves at most 50,000 messages a run: it is some 50 times slower,
+# and CPU per message is what is compared.
+# Then, once each: the syscalls per message of every client (strace -c, a quarter of the
+# count), the latency of the default and the throughput mode at a rate the broker sustains
+# (L), and how cost grows with connections and channels (bench/scale.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
 count=200000
+scale_seconds=5
 out=docs
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --count) count=$2; shift 2 ;;
+    --scale-seconds) scale_seconds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 scripts/setup-deps.sh
@@ -28,12 +37,19 @@ ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receiv
 warren=build-release/tools/warren
 rmqc=build-release/bench/rabbitmqc-perf
 receive=build-release/bench/bench-asio-receive
+pika=bench/pika_perf.py
+pika_count=$((count < 50000 ? count : 50000))
+# Throughput mode for the -batch rows and the latency section.
+batch=(--read-min-bytes 32768 --read-max-wait 2000)
 
 broker_dir=$(mktemp -d /tmp/warren-bench-broker.XXXXXX)
 trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
 eval "$(scripts/broker-start.sh "$broker_dir" 0 | grep '^RMQ_')"
 url="amqp://127.0.0.1:$RMQ_PORT"
 results=$(mktemp)
+syscall_results=$(mktemp)
+latency_results=$(mktemp)
+scale_results=$(mktemp)
 
 drop_queue() { "$warren" delete queue "$1" --url "$url" >/dev/null; }
 # A fresh, non-durable queue for each run, declared the same way whichever client runs.
@@ -45,53 +61,116 @@ reset_queue() {
 # about 70,000 msg/s or at about 19,000 msg/s from one run to the next, for every client
 # alike (the queue moving messages out of memory while it is read), which made the medians a
 # coin toss. A lazy queue keeps them on disk from the start and reads back alike every time.
-fill_queue() {
+fill_queue() {  # fill_queue QUEUE N
   reset_queue "$1" --arg x-queue-mode=lazy
-  "$warren" perf -x 1 -y 0 -s 64 -C "$count" -c 1000 -u "$1" --json --url "$url" >/dev/null
+  "$warren" perf -x 1 -y 0 -s 64 -C "$2" -c 1000 -u "$1" --json --url "$url" >/dev/null 2>&1
 }
+# command CLIENT WORKLOAD N: the command line of one run of N messages (bench-W* queues).
+command_for() {
+  local client=$1 workload=$2 n=$3 queue="bench-$2" kind
+  case $workload in W1) kind=publish ;; W2) kind=confirm ;; W3) kind=consume ;; esac
+  case $client in
+    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch)
+      local driver=${client#warren-} extra=()
+      if [[ $driver == *-batch ]]; then driver=${driver%-batch}; extra=("${batch[@]}"); fi
+      case $workload in
+        W1) echo "$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$n" -c 0 -u "$queue" --json --url "$url" ;;
+        W2) echo "$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$n" -c 1000 -u "$queue" --json --url "$url" ;;
+        W3) echo "$warren" perf --driver "$driver" -x 0 -y 1 -D "$n" -q 500 -A 100 -u "$queue" "${extra[@]}" --json --url "$url" ;;
+      esac ;;
+    rabbitmq-c) echo "$rmqc" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" ;;
+    pika) echo /usr/bin/python3 "$pika" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" ;;
+    warren-asio-receive) echo "$receive" --port "$RMQ_PORT" --queue "$queue" --mode receive --count "$n" ;;
+  esac
+}
+
+messages_for() { [[ $1 == pika ]] && echo "$pika_count" || echo "$count"; }
+
+prepare() {  # prepare WORKLOAD N: the queue as the workload starts
+  case $1 in
+    W1 | W2) reset_queue "bench-$1" ;;
+    W3) fill_queue "bench-$1" "$2" ;;
+  esac
+}
+
 # run CLIENT WORKLOAD: one measured run; appends {"client","workload",...} to the results.
 run() {
-  local client=$1 workload=$2 queue="bench-$2" line
-  case $workload in
-    W1) reset_queue "$queue" ;;
-    W2) reset_queue "$queue" ;;
-    W3) fill_queue "$queue" ;;
-  esac
-  case $client in
-    warren-uv | warren-asio)
-      local driver=${client#warren-}
-      case $workload in
-        W1) line=$("$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$count" -c 0 -u "$queue" --json --url "$url") ;;
-        W2) line=$("$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$count" -c 1000 -u "$queue" --json --url "$url") ;;
-        W3) line=$("$warren" perf --driver "$driver" -x 0 -y 1 -D "$count" -q 500 -A 100 -u "$queue" --json --url "$url") ;;
-      esac ;;
-    rabbitmq-c)
-      local kind
-      case $workload in W1) kind=publish ;; W2) kind=confirm ;; W3) kind=consume ;; esac
-      line=$("$rmqc" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$count") ;;
-    warren-asio-receive)
-      line=$("$receive" --port "$RMQ_PORT" --queue "$queue" --mode receive --count "$count") ;;
-  esac
+  local client=$1 workload=$2 n line
+  n=$(messages_for "$client")
+  prepare "$workload" "$n"
+  # shellcheck disable=SC2046  # the command line is words, none with spaces
+  line=$($(command_for "$client" "$workload" "$n") 2>/dev/null)
   echo "{\"client\":\"$client\",\"workload\":\"$workload\",\"result\":$line}" >>"$results"
   echo "  $client $workload: $line"
+}
+
+# syscalls CLIENT WORKLOAD: the same run under strace -f -c, a quarter of the messages; appends
+# {"client","workload","syscalls":{name: calls},"messages"}. Start-up and connection set-up are
+# counted too (a few hundred calls).
+syscalls() {
+  local client=$1 workload=$2 n trace
+  n=$(messages_for "$client")
+  n=$((n / 4 > 0 ? n / 4 : 1))
+  prepare "$workload" "$n"
+  trace=$(mktemp)
+  # shellcheck disable=SC2046
+  strace -f -c -o "$trace" $(command_for "$client" "$workload" "$n") >/dev/null 2>&1
+  /usr/bin/python3 - "$client" "$workload" "$n" "$trace" >>"$syscall_results" <<'PY'
+import json, sys
+client, workload, n, path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+calls = {}
+for line in open(path):
+    f = line.split()
+    if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
+        calls[f[-1]] = int(f[3])
+print(json.dumps({"client": client, "workload": workload, "messages": n, "syscalls": calls}))
+PY
+  rm -f "$trace"
+  echo "  syscalls: $client $workload"
 }
 
 for ((r = 0; r < rounds; r++)); do
   echo "round $((r + 1)) of $rounds"
   for w in W1 W2 W3; do
-    clients=(warren-uv warren-asio rabbitmq-c)
-    [[ $w == W3 ]] && clients+=(warren-asio-receive)
+    clients=(warren-uv warren-asio rabbitmq-c pika)
+    [[ $w == W3 ]] && clients+=(warren-asio-receive warren-uv-batch warren-asio-batch)
     for ((i = 0; i < ${#clients[@]}; i++)); do
       run "${clients[(i + r) % ${#clients[@]}]}" "$w"
     done
   done
 done
+echo "syscalls per message"
+for w in W1 W2 W3; do
+  clients=(warren-uv warren-asio rabbitmq-c pika)
+  [[ $w == W3 ]] && clients+=(warren-uv-batch warren-asio-batch)
+  for c in "${clients[@]}"; do syscalls "$c" "$w"; done
+done
 for q in bench-W1 bench-W2 bench-W3; do drop_queue "$q"; done
+
+# L: one producer and one consumer in one process at 10,000 msg/s (a rate the broker keeps
+# up with, so the latency is the clients' and not a queue's), default and throughput mode.
+echo "latency at a sustained rate"
+latency_seconds=$((scale_seconds > 2 ? scale_seconds : 2))
+for client in warren-uv warren-uv-batch warren-asio warren-asio-batch; do
+  driver=${client#warren-}
+  extra=()
+  if [[ $driver == *-batch ]]; then driver=${driver%-batch}; extra=("${batch[@]}"); fi
+  reset_queue bench-L
+  line=$("$warren" perf --driver "$driver" -x 1 -y 1 -s 64 -r 10000 -z "$latency_seconds" -q 500 -A 100 -u bench-L \
+    "${extra[@]}" --json --url "$url" 2>/dev/null)
+  echo "{\"client\":\"$client\",\"result\":$line}" >>"$latency_results"
+  echo "  $client L: $line"
+done
+drop_queue bench-L
+
+echo "scale"
+bench/scale.sh --warren "$warren" --url "$url" --seconds "$scale_seconds" >"$scale_results"
 
 mkdir -p "$out"
 # The 1-minute load average as the runs end: other work on the machine (a build, say) raises
 # every client's CPU per message, so the report says how busy the machine was.
-/usr/bin/python3 bench/compare_report.py "$results" "$out" "$rounds" "$count" \
+/usr/bin/python3 bench/compare_report.py "$results" "$syscall_results" "$latency_results" "$scale_results" \
+  "$out" "$rounds" "$count" "$pika_count" \
   "$("$RMQ_CTL" version 2>/dev/null)" "$("$RMQ_CTL" eval 'erlang:system_info(otp_release).' 2>/dev/null | tr -d '"')" \
   "$(cut -d' ' -f1 /proc/loadavg)"
-rm -f "$results"
+rm -f "$results" "$syscall_results" "$latency_results" "$scale_results"

@@ -1,7 +1,9 @@
-"""Turns bench/compare.sh's result lines into docs/benchmarks.md and docs/benchmarks.png.
+"""Turns bench/compare.sh's result lines into docs/benchmarks.md, docs/benchmarks.png and
+docs/benchmarks-scale.png.
 
 Medians per client and workload of msgs/s, CPU microseconds per message (user + sys, from
-getrusage) and peak RSS, and the warren/rabbitmq-c ratio of CPU per message.
+getrusage) and peak RSS, and the ratio to rabbitmq-c of CPU per message; syscalls per message;
+latency at a sustained rate in the default and the throughput mode; the scale runs.
 """
 import json
 import os
@@ -10,9 +12,21 @@ import statistics
 import subprocess
 import sys
 
-results_path, out_dir, rounds, count, rabbitmq_version, otp_release, load_average = sys.argv[1:8]
-runs = [json.loads(line) for line in open(results_path) if line.strip()]
-clients = ["warren-uv", "warren-asio", "rabbitmq-c", "warren-asio-receive"]
+(results_path, syscalls_path, latency_path, scale_path, out_dir, rounds, count, pika_count,
+ rabbitmq_version, otp_release, load_average) = sys.argv[1:12]
+
+
+def read_lines(path):
+    return [json.loads(line) for line in open(path) if line.strip()]
+
+
+runs = read_lines(results_path)
+syscall_runs = read_lines(syscalls_path)
+latency_runs = read_lines(latency_path)
+scale_runs = read_lines(scale_path)
+clients = ["warren-uv", "warren-asio", "rabbitmq-c", "pika", "warren-asio-receive", "warren-uv-batch",
+           "warren-asio-batch"]
+charted = ["warren-uv", "warren-asio", "rabbitmq-c", "warren-uv-batch", "warren-asio-batch"]
 workloads = {
     "W1": "publish 64 B, no confirms",
     "W2": "publish 64 B, confirms, 1,000 in flight",
@@ -44,15 +58,21 @@ def cmd(*args):
 cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 table = {(c, w): cell(c, w) for c in clients for w in workloads}
 lines = [
-    "# Benchmarks: warren against rabbitmq-c",
+    "# Benchmarks: warren against rabbitmq-c and pika",
     "",
     "Written by `bench/compare.sh` (do not edit by hand). Each cell is the median of "
-    f"{rounds} rounds of {int(count):,} messages; the clients take turns on one broker.",
+    f"{rounds} rounds of {int(count):,} messages (pika: {int(pika_count):,}, it is that much "
+    "slower); the clients take turns on one broker.",
     "",
     f"- machine: {os.cpu_count()} cores, {cpu_model}, Linux {platform.release()}",
     f"- broker: RabbitMQ {rabbitmq_version} on Erlang/OTP {otp_release}, on the same host (loopback)",
     f"- clients: warren {cmd('git', 'rev-parse', '--short', 'HEAD')} (release build, GCC), "
-    f"rabbitmq-c {cmd('dpkg-query', '-W', '-f', '${Version}', 'librabbitmq4')} (Debian's librabbitmq4)",
+    f"rabbitmq-c {cmd('dpkg-query', '-W', '-f', '${Version}', 'librabbitmq4')} (Debian's librabbitmq4), "
+    f"pika {cmd('dpkg-query', '-W', '-f', '${Version}', 'python3-pika')} (Debian's python3-pika, "
+    "BlockingConnection; SelectConnection for W2)",
+    "- warren-uv-batch and warren-asio-batch are the same consumer in throughput mode: "
+    "`ClientOptions::read_batching = {.min_bytes = 32768, .max_wait = 2 ms}` "
+    "(`warren perf --read-min-bytes 32768 --read-max-wait 2000`).",
     "- CPU is the client process's user + system time (getrusage) over the measured phase, "
     "divided by the messages moved.",
     f"- load: the 1-minute load average was {load_average} as the runs ended (2 cores; above about 1, "
@@ -79,6 +99,71 @@ if push and stream and push["cpu"] > 0:
         f"{stream['allocs'] if stream['allocs'] is not None else float('nan'):.4f} heap allocations per "
         "message in steady state (counted between the 10% and 90% marks of the run).",
     ]
+
+# Syscalls per message, one strace -c run per client and workload.
+names = ["epoll_wait", "poll", "recvfrom", "read", "sendmsg", "sendto", "write", "epoll_ctl", "setsockopt", "timerfd_settime"]
+lines += [
+    "",
+    "## Syscalls per message",
+    "",
+    "One run of a quarter of the messages per client under `strace -f -c` (start-up and "
+    "connection set-up included); calls per message, and what each client spends them on. "
+    "`recvfrom` counts include reads that found nothing (EAGAIN).",
+    "",
+    "| workload | client | all | " + " | ".join(names) + " |",
+    "|---|---|---:|" + "---:|" * len(names),
+]
+for w in workloads:
+    for r in [r for r in syscall_runs if r["workload"] == w]:
+        n = r["messages"]
+        calls = r["syscalls"]
+        every = sum(calls.values()) / n
+        row = " | ".join(f"{calls.get(k, 0) / n:.3f}" if calls.get(k) else "" for k in names)
+        lines.append(f"| {w} | {r['client']} | {every:.3f} | {row} |")
+
+# Latency at a sustained rate.
+if latency_runs:
+    lines += [
+        "",
+        "## Latency at a sustained rate (L)",
+        "",
+        "One producer and one consumer in one process, 64 B at 10,000 msg/s (`warren perf -x 1 -y 1 "
+        "-r 10000`), prefetch 500, a multiple ack every 100: the broker keeps up, so the latency "
+        "(publish to delivery callback) is the clients'. CPU covers both the producer and the consumer.",
+        "",
+        "| client | received msgs/s | latency p50 (µs) | latency p99 (µs) | CPU µs/msg |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in latency_runs:
+        v = r["result"]
+        lines.append(f"| {r['client']} | {v['receive_rate']:,.0f} | {v['latency_us']['p50']:,.0f} | "
+                     f"{v['latency_us']['p99']:,.0f} | {v['cpu_us_per_msg']:.2f} |")
+
+# Scale.
+if scale_runs:
+    lines += [
+        "",
+        "## Scale: connections and channels",
+        "",
+        "A consumer process alone (bench/scale.sh), fed by a producer process at 10,000 msg/s in "
+        "total, prefetch 100, a multiple ack every 10. CPU and peak RSS are the consumer "
+        "process's.",
+        "",
+        "| driver | connections × channels | received msgs/s | CPU µs/msg | peak RSS (MiB) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for r in scale_runs:
+        v = r["result"]
+        lines.append(f"| {r['driver']} | {r['connections']} × {r['channels']} | {v['receive_rate']:,.0f} | "
+                     f"{v['cpu_us_per_msg']:.2f} | {v['peak_rss_kb'] / 1024:.1f} |")
+    lines.append("")
+    for driver in sorted({r["driver"] for r in scale_runs}):
+        rss = {(r["connections"], r["channels"]): r["result"]["peak_rss_kb"] for r in scale_runs if r["driver"] == driver}
+        if (1, 1) in rss and (100, 1) in rss and (1, 100) in rss:
+            lines.append(f"- {driver}: {(rss[(100, 1)] - rss[(1, 1)]) / 99:.0f} KiB of RSS per extra connection, "
+                         f"{(rss[(1, 100)] - rss[(1, 1)]) / 99:.0f} KiB per extra channel.")
+    lines += ["", "![Scale](benchmarks-scale.png)"]
+
 lines += [
     "",
     "![CPU per message](benchmarks.png)",
@@ -86,26 +171,31 @@ lines += [
     "## Reading the figures",
     "",
     "- On this kind of machine (a 2-core VM, broker alongside) a client's CPU per message is "
-    "mostly the kernel's cost of waking it: `perf record` on W3 puts over half of the samples "
-    "in the scheduler's switch back into the process after `epoll_wait` or `recv` slept. A "
-    "workload that wakes the client often (W2 for each batch of confirms, W3 for each burst of "
-    "deliveries) costs microseconds per message whichever client runs; W1, which never waits "
-    "for the broker, shows the client's own cost.",
+    "mostly the kernel's cost of waking it and of the TCP stack: `perf record` on W3 puts about "
+    "60% of a default-mode consumer's samples in the kernel (`recv`, the TCP acks it sends, "
+    "`epoll_wait` and the switch back into the process). A workload that wakes the client often "
+    "(W2 for each batch of confirms, W3 for each burst of deliveries) costs microseconds per "
+    "message whichever client runs; W1, which never waits for the broker, shows the client's "
+    "own cost.",
+    "- Throughput mode cuts the wake-ups: the kernel holds the bytes until the mark "
+    "(SO_RCVLOWAT) and the client reads them in one go, at the price of at most max_wait of "
+    "latency while messages keep coming (the L table).",
     "- W3 reads from a lazy queue. A default classic queue holding 200,000 messages was read "
     "at about 70,000 or about 19,000 msg/s from one run to the next, for every client alike, "
     "so its medians said more about the broker than about the clients.",
     "- W1 ends when a passive queue.declare (polled every 5 ms by both programs) shows the "
     "broker holds every message, not when the last byte was written.",
-    "- Peak RSS is the whole process's (getrusage `ru_maxrss`), startup included.",
+    "- Peak RSS is the whole process's (getrusage `ru_maxrss`), startup included; pika's "
+    "includes the Python interpreter.",
     "",
 ]
 open(os.path.join(out_dir, "benchmarks.md"), "w").write("\n".join(lines))
 
 data_path = os.path.join(out_dir, "benchmarks.dat")
 with open(data_path, "w") as f:
-    f.write("workload " + " ".join(clients) + "\n")
+    f.write("workload " + " ".join(charted) + "\n")
     for w in workloads:
-        f.write(w + " " + " ".join(f"{(table[(c, w)] or {'cpu': 0})['cpu']:.4f}" for c in clients) + "\n")
+        f.write(w + " " + " ".join(f"{(table[(c, w)] or {'cpu': 0})['cpu']:.4f}" for c in charted) + "\n")
 script = f"""
 set terminal pngcairo size 800,450 font 'sans,10'
 set output '{os.path.join(out_dir, "benchmarks.png")}'
@@ -117,8 +207,34 @@ set style fill solid 0.8 border -1
 set key top left
 set grid ytics
 set yrange [0:*]
-plot '{data_path}' using 2:xtic(1) title col, '' using 3 title col, '' using 4 title col, '' using 5 title col
+plot '{data_path}' using 2:xtic(1) title col, '' using 3 title col, '' using 4 title col, '' using 5 title col, '' using 6 title col
 """
 subprocess.run(["gnuplot"], input=script, text=True, check=True)
 os.remove(data_path)
+
+if scale_runs:
+    shapes = [(1, 1), (10, 1), (100, 1), (1, 100)]
+    drivers = sorted({r["driver"] for r in scale_runs})
+    with open(data_path, "w") as f:
+        f.write("shape " + " ".join(drivers) + "\n")
+        for c, h in shapes:
+            row = [next((r["result"]["cpu_us_per_msg"] for r in scale_runs
+                         if r["driver"] == d and r["connections"] == c and r["channels"] == h), 0) for d in drivers]
+            f.write(f"{c}x{h} " + " ".join(f"{v:.4f}" for v in row) + "\n")
+    plots = ", ".join(["'{0}' using 2:xtic(1) title col".format(data_path)] +
+                      [f"'' using {i + 2} title col" for i in range(1, len(drivers))])
+    subprocess.run(["gnuplot"], input=f"""
+set terminal pngcairo size 800,400 font 'sans,10'
+set output '{os.path.join(out_dir, "benchmarks-scale.png")}'
+set title 'Consumer CPU per message by connections x channels, 10,000 msg/s in total'
+set ylabel 'CPU microseconds per message'
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key top left
+set grid ytics
+set yrange [0:*]
+plot {plots}
+""", text=True, check=True)
+    os.remove(data_path)
 print("\n".join(lines))
