@@ -2,10 +2,13 @@
 # The side-by-side benchmark: warren (libuv and Asio drivers), rabbitmq-c and pika on one
 # throwaway broker, the same three workloads, several rounds, medians. Writes a Markdown
 # table and a PNG chart.
-#   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--out DIR]
-#   (default: 5, 200000, 5, docs/)
+#   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR]
+#   (default: 5, 200000, 5, no, docs/)
+# --io-uring adds warren-asio-uring: the Asio driver built with -Dasio_io_uring=true (its own
+# build, build-release-uring), so io_uring is measured against epoll in the same run.
 # W1 publish N x 64 B without confirms to a non-durable queue, until the broker holds them;
-# W2 the same with confirms, at most 1,000 unconfirmed; W3 consume N pre-filled x 64 B with
+# W2 the same with confirms, at most 1,000 unconfirmed, the window topped up once a quarter of
+# it is free (every client alike); W3 consume N pre-filled x 64 B with
 # prefetch 500 and a multiple ack every 100 (from a lazy queue: see fill_queue). The clients
 # take turns in a rotating order. W3 has a fourth client, warren-asio-receive: the same
 # consume through `co_await consumer.receive(...)` (bench/asio_receive.cpp), an owned Message
@@ -21,14 +24,16 @@ cd "$(dirname "$0")/.."
 rounds=5
 count=200000
 scale_seconds=5
+io_uring=0
 out=docs
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --count) count=$2; shift 2 ;;
     --scale-seconds) scale_seconds=$2; shift 2 ;;
+    --io-uring) io_uring=1; shift ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 scripts/setup-deps.sh
@@ -37,6 +42,13 @@ ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receiv
 warren=build-release/tools/warren
 rmqc=build-release/bench/rabbitmqc-perf
 receive=build-release/bench/bench-asio-receive
+extra_clients=()
+if ((io_uring)); then
+  [[ -f build-release-uring/build.ninja ]] ||
+    meson setup build-release-uring -Dbuildtype=release -Dtests=false -Dbench=false -Dasio_io_uring=true >/dev/null
+  ninja -C build-release-uring tools/warren >/dev/null
+  extra_clients=(warren-asio-uring)
+fi
 pika=bench/pika_perf.py
 pika_count=$((count < 50000 ? count : 50000))
 # Throughput mode for the -batch rows and the latency section.
@@ -70,9 +82,10 @@ command_for() {
   local client=$1 workload=$2 n=$3 queue="bench-$2" kind
   case $workload in W1) kind=publish ;; W2) kind=confirm ;; W3) kind=consume ;; esac
   case $client in
-    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch)
-      local driver=${client#warren-} extra=()
+    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch | warren-asio-uring)
+      local driver=${client#warren-} extra=() warren=$warren
       if [[ $driver == *-batch ]]; then driver=${driver%-batch}; extra=("${batch[@]}"); fi
+      if [[ $driver == *-uring ]]; then driver=${driver%-uring}; warren=build-release-uring/tools/warren; fi
       case $workload in
         W1) echo "$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$n" -c 0 -u "$queue" --json --url "$url" ;;
         W2) echo "$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$n" -c 1000 -u "$queue" --json --url "$url" ;;
@@ -132,7 +145,7 @@ PY
 for ((r = 0; r < rounds; r++)); do
   echo "round $((r + 1)) of $rounds"
   for w in W1 W2 W3; do
-    clients=(warren-uv warren-asio rabbitmq-c pika)
+    clients=(warren-uv warren-asio rabbitmq-c pika "${extra_clients[@]}")
     [[ $w == W3 ]] && clients+=(warren-asio-receive warren-uv-batch warren-asio-batch)
     for ((i = 0; i < ${#clients[@]}; i++)); do
       run "${clients[(i + r) % ${#clients[@]}]}" "$w"
@@ -141,7 +154,7 @@ for ((r = 0; r < rounds; r++)); do
 done
 echo "syscalls per message"
 for w in W1 W2 W3; do
-  clients=(warren-uv warren-asio rabbitmq-c pika)
+  clients=(warren-uv warren-asio rabbitmq-c pika "${extra_clients[@]}")
   [[ $w == W3 ]] && clients+=(warren-uv-batch warren-asio-batch)
   for c in "${clients[@]}"; do syscalls "$c" "$w"; done
 done

@@ -24,12 +24,12 @@ runs = read_lines(results_path)
 syscall_runs = read_lines(syscalls_path)
 latency_runs = read_lines(latency_path)
 scale_runs = read_lines(scale_path)
-clients = ["warren-uv", "warren-asio", "rabbitmq-c", "pika", "warren-asio-receive", "warren-uv-batch",
-           "warren-asio-batch"]
+clients = ["warren-uv", "warren-asio", "rabbitmq-c", "pika", "warren-asio-uring", "warren-asio-receive",
+           "warren-uv-batch", "warren-asio-batch"]
 charted = ["warren-uv", "warren-asio", "rabbitmq-c", "warren-uv-batch", "warren-asio-batch"]
 workloads = {
     "W1": "publish 64 B, no confirms",
-    "W2": "publish 64 B, confirms, 1,000 in flight",
+    "W2": "publish 64 B, confirms, 1,000 in flight (topped up by 250)",
     "W3": "consume 64 B (lazy queue), prefetch 500, multiple ack / 100",
 }
 
@@ -70,6 +70,8 @@ lines = [
     f"rabbitmq-c {cmd('dpkg-query', '-W', '-f', '${Version}', 'librabbitmq4')} (Debian's librabbitmq4), "
     f"pika {cmd('dpkg-query', '-W', '-f', '${Version}', 'python3-pika')} (Debian's python3-pika, "
     "BlockingConnection; SelectConnection for W2)",
+    "- warren-asio-uring (when measured) is the Asio driver built with `-Dasio_io_uring=true`: "
+    "Asio on io_uring instead of epoll, the same program otherwise.",
     "- warren-uv-batch and warren-asio-batch are the same consumer in throughput mode: "
     "`ClientOptions::read_batching = {.min_bytes = 32768, .max_wait = 2 ms}` "
     "(`warren perf --read-min-bytes 32768 --read-max-wait 2000`).",
@@ -101,7 +103,8 @@ if push and stream and push["cpu"] > 0:
     ]
 
 # Syscalls per message, one strace -c run per client and workload.
-names = ["epoll_wait", "poll", "recvfrom", "read", "sendmsg", "sendto", "write", "epoll_ctl", "setsockopt", "timerfd_settime"]
+names = ["epoll_wait", "poll", "io_uring_enter", "recvfrom", "read", "sendmsg", "sendto", "write", "epoll_ctl",
+         "setsockopt", "timerfd_settime"]
 lines += [
     "",
     "## Syscalls per message",

@@ -69,6 +69,9 @@ def confirm(port, queue, count, body, window=1000):
             return
         # Confirms come in order: a multiple confirm settles everything up to its tag.
         state["confirmed"] = method.delivery_tag
+        # A full window is topped up once a quarter of it is free, as warren perf does.
+        if state["sent"] - state["confirmed"] > window * 3 // 4 and state["sent"] < count:
+            return
         if state["confirmed"] >= count:
             state["seconds"] = time.monotonic() - state["t0"]
             state["cpu"] = cpu_seconds() - state["c0"]
