@@ -105,6 +105,21 @@ class PipelineSuite : public ClientSuite {
     if (!m) throw std::runtime_error("get: " + m.error().to_string());
     return std::move(*m);
   }
+  // RabbitMQ reads consumer_timeout and its check interval when a channel opens: channels
+  // opened in the next seconds close (406) once a delivery stays unacked 2 s, checked every
+  // 0.5 s. The broker puts the defaults back by itself 5 s later should the test die first.
+  static void short_consumer_timeout_for_new_channels() {
+    const auto out = rabbitmqctl(
+        "eval 'application:set_env(rabbit, consumer_timeout, 2000), application:set_env(rabbit, channel_tick_interval, 500), "
+        "spawn(fun() -> timer:sleep(5000), application:set_env(rabbit, consumer_timeout, 1800000), "
+        "application:set_env(rabbit, channel_tick_interval, 60000) end), ok.'");
+    if (out.find("ok") == std::string::npos) throw std::runtime_error("rabbitmqctl eval: " + out);
+  }
+  static void restore_consumer_timeout() {
+    const auto out = rabbitmqctl(
+        "eval 'application:set_env(rabbit, consumer_timeout, 1800000), application:set_env(rabbit, channel_tick_interval, 60000).'");
+    if (out.find("ok") == std::string::npos) throw std::runtime_error("rabbitmqctl eval: " + out);
+  }
   bool settled(const QueuePipeline& p, std::uint64_t n) {
     auto s = p.status();
     return s.completed + s.skipped + s.dead_lettered + s.failed + s.dropped >= n && s.in_flight == 0;
@@ -349,40 +364,70 @@ TEST_P(PipelineSuite, DrainRequeuesWhatNeverStartedAndFinishesWhatIsInFlight) {
   EXPECT_EQ(counts_become(out, {1, 0}), (Counts{1, 0}));
 }
 
+// The broker closes the source channel alone (406, its consumer timeout) under a held record,
+// and the connection stays up: a new channel on it takes the redelivered message (its number
+// and delivery tag may well be the dead channel's), and the held record's end settles nothing
+// there.
 TEST_P(PipelineSuite, ADeadChannelsDeliveryIsNeverSettledOnAnother) {
-  // A connection the broker can pick out by name: only this one is closed under the record.
-  const std::string name = prefix + "victim";
-  close(*conn);
-  client::ClientOptions named;
-  named.engine.connection_name = name;
-  conn = connect("", named);
-  ch = open();
   const auto src = queue("src");
   confirm_mode();
   put(src, "held");
   std::vector<pipeline::StageDone> held;
+  short_consumer_timeout_for_new_channels();
   auto p = start({.source = {.queue = src}},
                  {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
   ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
-  // The source channel dies under the held record: the broker closes its connection, so its
-  // deliveries belong to a dead channel.
-  std::istringstream rows(rabbitmqctl("list_connections pid client_properties"));
-  std::string row;
-  int closed = 0;
-  while (std::getline(rows, row))
-    if (row.find("\"" + name + "\"") != std::string::npos) {
-      (void)rabbitmqctl("close_connection '" + row.substr(0, row.find('\t')) + "' test");
-      ++closed;
-    }
-  ASSERT_EQ(closed, 1);
-  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }))
-      << "state " << pipeline::to_string(p->status().state) << ", connection open " << conn->is_open();
-  held[0]({});
+  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }, std::chrono::seconds(8)))
+      << "state " << pipeline::to_string(p->status().state);
+  restore_consumer_timeout();  // before the next channel opens
+  ASSERT_TRUE(stopped->has_value());
+  EXPECT_NE((*stopped)->find("406"), std::string::npos) << **stopped;
+  ASSERT_TRUE(conn->is_open()) << "only the source channel was lost";
+  // Another channel of the same connection takes the message the broker requeued.
+  auto other = open();
+  std::vector<client::Message> taken;
+  auto sub = wait<client::Consumer>([&](auto done) {
+    other.consume({.queue = src, .prefetch = 1}, [&](const client::Delivery& d) { taken.push_back(d.take()); }, done);
+  });
+  ASSERT_TRUE(sub) << sub.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return taken.size() == 1; }));
+  EXPECT_EQ(taken[0].body_text(), "held");
+  held[0]({});  // the dead channel's record ends now: nothing may be acked for it
+  loop.run_until([] { return false; }, std::chrono::milliseconds(200));
   EXPECT_EQ(p->status().dropped, 1u);
   EXPECT_EQ(p->status().completed, 0u);
-  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // the broker requeued it
-  conn = connect();  // for the queue's deletion
-  ch = open();
+  EXPECT_EQ(counts_become(src, {0, 1}), (Counts{0, 1}));  // still unacked on the new channel
+  EXPECT_TRUE(other.is_open());
+  EXPECT_TRUE(taken[0].ack());
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
+}
+
+// The slow-delivery report comes before the broker's own consumer timeout closes the channel
+// (here 2 s, checked every 0.5 s, for the pipeline's channels only).
+TEST_P(PipelineSuite, ASlowDeliveryIsReportedBeforeTheBrokersConsumerTimeoutCutsItOff) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "slow");
+  std::vector<pipeline::StageDone> held;
+  std::optional<engine::Instant> reported_at, stopped_at;
+  short_consumer_timeout_for_new_channels();
+  auto p = start({.source = {.queue = src},
+                  .slow_delivery_warning = std::chrono::milliseconds(1000),
+                  .on_slow_delivery = [&](std::uint64_t, engine::Duration) { reported_at = conn->driver().now(); }},
+                 {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
+  ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
+  ASSERT_TRUE(loop.run_until([&] {
+    if (stopped && !stopped_at) stopped_at = conn->driver().now();
+    return stopped_at.has_value();
+  }, std::chrono::seconds(8)));
+  restore_consumer_timeout();
+  ASSERT_TRUE(reported_at.has_value()) << "the broker cut the channel off first";
+  EXPECT_LT(*reported_at, *stopped_at);
+  ASSERT_TRUE(stopped->has_value());
+  EXPECT_NE((*stopped)->find("406"), std::string::npos) << **stopped;
+  EXPECT_EQ(p->status().slow, 1u);
+  held[0]({});
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));
 }
 
 TEST_P(PipelineSuite, VerifyNamesEveryMissingOrMismatchedObjectAndKeepsTheConnection) {
