@@ -430,6 +430,50 @@ TEST_P(PipelineSuite, ASlowDeliveryIsReportedBeforeTheBrokersConsumerTimeoutCuts
   EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));
 }
 
+// A drain whose connection is lost under a held record still ends, on a loop run the way a
+// program's main runs it (until nothing is left): on libuv the drain's own timer must keep the
+// loop alive until it sees the source channel gone, or `done` never runs.
+TEST_P(PipelineSuite, ADrainEndsWhenItsConnectionIsLostWithNothingElseKeepingTheLoopAlive) {
+  const std::string name = prefix + "victim";  // the broker picks this connection out by name
+  client::ClientOptions named;
+  named.engine.connection_name = name;
+  auto victim = connect("", named);
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "held");
+  std::vector<pipeline::StageDone> held;
+  std::optional<Result<void>> ready;
+  auto p = QueuePipeline::start(victim, {.source = {.queue = src}},
+                                {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })},
+                                [&](Result<void> r) { ready.emplace(r); });
+  ASSERT_TRUE(loop.run_until([&] { return ready.has_value() && held.size() == 1; }));
+  ASSERT_TRUE(*ready);
+  bool drained = false;
+  p->drain(std::chrono::seconds(30), [&](Result<void>) { drained = true; });
+  EXPECT_FALSE(drained);  // the held record is still in flight
+  close(*conn);  // the test's own connection: nothing but the victim is left on the loop
+  std::istringstream rows(rabbitmqctl("list_connections pid client_properties"));
+  std::string row;
+  int closed = 0;
+  while (std::getline(rows, row))
+    if (row.find("\"" + name + "\"") != std::string::npos) {
+      (void)rabbitmqctl("close_connection '" + row.substr(0, row.find('\t')) + "' test");
+      ++closed;
+    }
+  ASSERT_EQ(closed, 1);
+  const auto began = std::chrono::steady_clock::now();
+  loop.run_to_completion();
+  EXPECT_TRUE(drained) << "the loop ran out before the drain ended";
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+  EXPECT_EQ(p->status().state, pipeline::State::stopped);
+  EXPECT_EQ(p->status().dropped, 1u);
+  held[0]({});
+  EXPECT_EQ(p->status().completed, 0u);
+  conn = connect();  // for the queue's deletion
+  ch = open();
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // the broker requeued it
+}
+
 TEST_P(PipelineSuite, VerifyNamesEveryMissingOrMismatchedObjectAndKeepsTheConnection) {
   const auto existing = queue("existing");  // no arguments
   const std::string gone_exchange = prefix + "no-exchange", gone_queue = prefix + "no-queue";

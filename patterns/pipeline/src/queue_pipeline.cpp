@@ -321,7 +321,9 @@ void QueuePipeline::begin_drain(engine::Duration deadline) {
   std::weak_ptr<QueuePipeline> weak = weak_from_this();
   const engine::Instant give_up = conn_->driver().now() + deadline;
   constexpr auto look_every = std::chrono::milliseconds(100);
-  drain_timer_ = conn_->driver().timer([weak, give_up, look_every] {
+  // A timer that keeps the loop alive: a drain has a deadline and a `done` to run, and on libuv
+  // a lost connection may leave nothing else alive to run it.
+  drain_timer_ = conn_->driver().keepalive_timer([weak, give_up, look_every] {
     auto s = weak.lock();
     if (!s || s->status_.state != State::draining) return;
     const auto now = s->conn_->driver().now();
