@@ -331,6 +331,27 @@ class Pipe(unittest.TestCase):
         print(f"\n  sigkill soak: seed {seed}, {kills} kills, {n} records, {len(got) - n} delivered twice",
               file=sys.stderr)
 
+    def test_headers_warren_cannot_decode_end_the_run_and_the_message_stays(self):
+        """RabbitMQ accepts and delivers a header table nested 70 deep; warren's engine refuses
+        its content header (deeper than 64) and closes the connection. The run ends at once
+        with one error line, and the message is not lost."""
+        src, out, dlq = self.queue(), self.queue(), self.queue()
+        deep = {"leaf": 1}
+        for _ in range(70):
+            deep = {"n": deep}
+        self.put(src, b"deep", headers=deep)
+        start = time.time()
+        r = pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "cat", "--dead-letter-exchange", "",
+                 "--dead-letter-routing-key", dlq, "--count", "1", "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        err = r.stderr.decode()
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertTrue(err.startswith("warren: ") and "nested deeper than 64" in err, err)
+        self.assertLess(time.time() - start, 10)
+        self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+        self.assertEqual(counts(out), (0, 0))
+        self.assertEqual(counts(dlq), (0, 0))
+
     def test_on_error_requeue_retries_about_once_a_second(self):
         src, out = self.queue(), self.queue()
         self.put(src, b"always fails")

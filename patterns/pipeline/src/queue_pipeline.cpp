@@ -115,11 +115,16 @@ void QueuePipeline::deliver(const client::Delivery& d) {
   client::Message message = d.take();
   auto record = record_from(message);
   const std::uint64_t id = ++next_id_;
-  if (!record) {  // headers the client could not decode: not a record this pipeline can run
-    pending_.emplace(id, Pending{std::move(message), 1, conn_->driver().now()});
-    ++status_.failed;
-    settle_pending(id, false, FailureSettle::reject);
-    return;
+  if (!record) {
+    // Headers the client cannot decode: no stage can run it, but it is a failed record like
+    // any other, and the error policy decides it (dead-lettered by default, its outcome
+    // reported). (Today the client's engine refuses such a content header before it becomes
+    // a delivery; this keeps the pipeline whole should one get this far.)
+    Record bare = record_without_headers(message);
+    const RecordError error{"warren::pipeline::headers", "the headers could not be decoded: " + record.error().to_string()};
+    pending_.emplace(id, Pending{std::move(message), attempt_of(bare.metadata), conn_->driver().now()});
+    const Finished finished{outcome_of_failure(options_.core, bare, error), error};
+    return settle(id, bare, finished);
   }
   // Registered as pending before the record enters the pipeline: whatever happens next, the
   // delivery has one owner that settles it once.
@@ -231,7 +236,8 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
     settle_failed(id, FailureSettle::requeue);
   };
   auto original = m.headers();
-  if (!original) return requeue(original.error().to_string());
+  // Headers that cannot be decoded cannot travel in the envelope; the record still must.
+  if (!original) original = wire::FieldTable{};
   client::Properties base = m.properties();
   base.headers.reset();
   // The source's per-message TTL must not travel on: the record would expire in the
