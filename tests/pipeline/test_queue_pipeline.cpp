@@ -496,6 +496,44 @@ TEST_P(PipelineSuite, VerifyNamesEveryMissingOrMismatchedObjectAndKeepsTheConnec
   EXPECT_EQ(q.error().reply_code, 404);
 }
 
+// A passive declare cannot see a queue's x-dead-letter-exchange; the redeclare on throwaway
+// channels reads it from the 406, past what RabbitMQ compares before it (durable, x-expires,
+// x-message-ttl), and after it (a matching DLX, then x-dead-letter-routing-key).
+TEST_P(PipelineSuite, TheQueuesDeadLetterExchangeIsFoundWithoutClosingTheConnection) {
+  const auto none = queue("none", {{"x-max-length", 5}});
+  const auto plain = queue("plain", {{"x-dead-letter-exchange", "dlx1"}});
+  const auto ttl = queue("ttl", {{"x-expires", 3600000}, {"x-message-ttl", std::int64_t{60000}},
+                                 {"x-dead-letter-exchange", ""}, {"x-dead-letter-routing-key", "dead"}});
+  const std::string transient = prefix + "transient";
+  ASSERT_TRUE(wait<client::QueueDeclared>([&](auto done) {
+    ch.queue_declare({.name = transient, .durable = false, .auto_delete = true, .arguments = {{"x-dead-letter-exchange", "dlx2"}}}, done);
+  }));
+  auto find = [&](const std::string& q, const std::string& expected) {
+    return wait<std::optional<std::string>>(
+        [&](auto done) { pipeline::find_dead_letter_exchange(conn, q, expected, done); });
+  };
+  auto r = find(none, "");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::nullopt);
+  r = find(plain, "probe");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::optional<std::string>("dlx1"));
+  r = find(plain, "dlx1");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::optional<std::string>("dlx1"));
+  r = find(ttl, "");  // x-expires, x-message-ttl, then a matching DLX and its routing key
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::optional<std::string>(""));
+  r = find(transient, "probe");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::optional<std::string>("dlx2"));
+  EXPECT_TRUE(conn->is_open());
+  EXPECT_TRUE(ch.is_open());
+  // Nothing changed: the queue without a DLX still declares as it was.
+  EXPECT_TRUE(wait<client::QueueDeclared>([&](auto done) { ch.queue_declare({.name = none, .arguments = {{"x-max-length", 5}}}, done); }));
+  (void)wait<std::uint32_t>([&](auto done) { ch.queue_delete({.queue = transient}, done); });
+}
+
 TEST_P(PipelineSuite, DeclareBuildsTheTopologyAndVerifyThenPasses) {
   const std::string ex = prefix + "ex", q = prefix + "q", dlq = prefix + "dlq";
   pipeline::Topology t{
