@@ -23,6 +23,17 @@ namespace {
 std::atomic<bool> stop_asked{false};
 extern "C" void on_stop_signal(int) { stop_asked.store(true); }
 
+// From the very start, not once the pipeline runs: a SIGTERM while connecting, declaring or
+// verifying ends the run as the contract says (exit 0, nothing taken), not with the signal.
+void install_stop_handlers() {
+  ::signal(SIGPIPE, SIG_IGN);  // a command that exits before reading its input ends a write, not warren
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+}
+
 struct PipeArgs {
   Common common;
   std::string from, to, exec;
@@ -39,17 +50,21 @@ struct PipeArgs {
 };
 
 constexpr auto drain_deadline = std::chrono::seconds(30);
+constexpr const char* pipeline_name = "warren pipe";
 
 class PipeJob final : public Job {
  public:
   explicit PipeJob(std::shared_ptr<PipeArgs> args)
-      : Job(args->common), args_(std::move(args)), workers_(args_->concurrency ? args_->concurrency : 1) {}
+      : Job(args->common), args_(std::move(args)), workers_(args_->concurrency ? args_->concurrency : 1) {
+    last_.pipeline = pipeline_name;
+    last_.queue = args_->from;
+  }
   ~PipeJob() override { kill_running_commands(); }
 
-  // The last status, saying `stopped`, once the run is over.
+  // The last status, saying `stopped`, once the run is over, with the failure if it failed;
+  // also when it ended before the pipeline started (connect, --declare, --verify, a signal).
   void write_final_status() {
-    if (!pipeline_) return;
-    last_ = pipeline_->status();
+    if (pipeline_) last_ = pipeline_->status();
     last_.state = pipeline::State::stopped;
     write_status();
   }
@@ -71,6 +86,14 @@ class PipeJob final : public Job {
 
   void start() override {
     channel_.close([](Result<void>) {});  // the pipeline opens its own channels
+    // Ticking from here on: a stop asked for before the pipeline runs ends the run at once.
+    tick_ = driver().timer([this] { tick(); });
+    tick_->arm(driver().now() + std::chrono::milliseconds(100));
+    if (args_->timeout_s) {
+      deadline_ = driver().timer([this] { timed_out(); });
+      deadline_->arm(started_ + from_seconds(*args_->timeout_s));
+    }
+    if (stop_asked.load()) return stop_before_start();
     if (!args_->declare && !args_->verify) return start_pipeline();
     // What the command line names: the source queue, the destination and dead-letter exchanges
     // (the default exchange always exists). Their settings beyond the name are not known, so
@@ -82,6 +105,7 @@ class PipeJob final : public Job {
     if (args_->dead_letter_exchange && !args_->dead_letter_exchange->empty() && *args_->dead_letter_exchange != args_->to)
       t.exchanges.push_back({.name = *args_->dead_letter_exchange});
     auto then = [this](Result<void> r) {
+      if (stopping_before_start_) return;
       if (!r) return fail("pipe " + args_->from, r.error());
       start_pipeline();
     };
@@ -91,7 +115,7 @@ class PipeJob final : public Job {
 
   void start_pipeline() {
     pipeline::QueuePipelineOptions o;
-    o.core.name = "warren pipe";
+    o.core.name = pipeline_name;
     o.core.concurrency = args_->concurrency;
     const std::string policy = args_->on_error;
     o.core.on_error = [policy](const pipeline::Record&, const pipeline::RecordError&) {
@@ -144,19 +168,13 @@ class PipeJob final : public Job {
                                               if (!b) fail("pipe " + args_->from + ": status board", b.error());
                                             });
     });
+  }
 
-    ::signal(SIGPIPE, SIG_IGN);  // a command that exits before reading its input ends a write, not warren
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-    tick_ = driver().timer([this] { tick(); });
-    tick_->arm(driver().now() + std::chrono::milliseconds(100));
-    if (args_->timeout_s) {
-      deadline_ = driver().timer([this] { timed_out(); });
-      deadline_->arm(started_ + from_seconds(*args_->timeout_s));
-    }
+  // Asked to stop before the pipeline took anything: nothing to drain, the run is done.
+  void stop_before_start() {
+    stopping_before_start_ = true;
+    stop_timers();
+    finish();
   }
 
   void drain() {
@@ -180,7 +198,10 @@ class PipeJob final : public Job {
 
   void tick() {
     if (!conn_ || !conn_->is_open()) return stop_timers();  // the run is over
-    if (stop_asked.load()) drain();
+    if (stop_asked.load()) {
+      if (!pipeline_) return stop_before_start();
+      drain();
+    }
     if (pipeline_ && driver().now() >= next_status_) {
       last_ = pipeline_->status();
       write_status();
@@ -213,6 +234,7 @@ class PipeJob final : public Job {
                            {"dead_lettered", me ? last_.dead_lettered : w.status.dead_lettered},
                            {"failed", me ? last_.failed : w.status.failed}});
       }
+    const std::string& failure = failure_text();
     Json j{{"pipeline", last_.pipeline},
            {"worker", worker_name()},
            {"state", pipeline::to_string(last_.state)},
@@ -225,6 +247,7 @@ class PipeJob final : public Job {
            {"dropped", last_.dropped},
            {"slow", last_.slow},
            {"workers", std::move(workers)},
+           {"error", failure.empty() ? Json(nullptr) : Json(failure)},
            {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch()).count()}};
     // Replaced atomically: a reader sees the old file or the new one, never half of one.
@@ -247,6 +270,7 @@ class PipeJob final : public Job {
   engine::Instant next_status_{};
   std::uint64_t outcomes_ = 0;
   bool draining_ = false;
+  bool stopping_before_start_ = false;
 };
 
 }  // namespace
@@ -276,9 +300,10 @@ void add_pipe(CLI::App& app, Runner& run) {
   cmd->add_option("--timeout", args->timeout_s, "exit 1 when this many seconds pass first (counted from the start)");
   cmd->callback([&run, args] {
     run = [args] {
+      install_stop_handlers();
       PipeJob job(args);
       int code = job.run();
-      job.write_final_status();
+      if (code != exit_usage) job.write_final_status();  // a usage error started nothing
       return code;
     };
   });
