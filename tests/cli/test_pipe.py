@@ -420,6 +420,55 @@ class Pipe(unittest.TestCase):
         self.assertEqual(final["lease"]["queue"], q)
         self.assertEqual(final["completed"], 0)
 
+    def test_native_dlx_fails_at_start_when_the_queue_has_no_dead_letter_exchange(self):
+        src = self.queue()
+        self.put(src, b"would be dropped")
+        for extra in ([], ["--verify"]):
+            with self.subTest(extra=extra):
+                r = pipe("--from", src, "--to", "", "--exec", "exit 1", "--native-dlx", *extra, "--timeout", "30")
+                self.assertEqual(r.returncode, 1)
+                self.assertEqual(r.stderr.decode(),
+                                 f"warren: pipe {src}: --native-dlx: queue '{src}' has no x-dead-letter-exchange argument, "
+                                 "so failed records would be dropped (a policy's dead-letter-exchange cannot be seen over AMQP)\n")
+                self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+        # The probe created nothing and changed nothing.
+        self.ch.queue_declare(src, passive=True)
+        r = pipe("--from", unique("pipe-nothing"), "--to", "", "--exec", "cat", "--native-dlx", "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not found: topology: missing queue", r.stderr.decode())
+
+    def test_native_dlx_with_a_dead_letter_exchange_declares_and_checks_the_queues_dlx(self):
+        q, dlx, dlq, out = unique("pipe-native"), unique("pipe-native-dlx"), self.queue(), self.queue()
+        self.addCleanup(lambda: self.cleanup_queue(q))
+        self.addCleanup(lambda: self.ch.exchange_delete(dlx))
+        # --declare gives the queue the named exchange as its x-dead-letter-exchange.
+        r = pipe("--from", q, "--to", "", "--routing-key", out, "--exec", "exit 1", "--native-dlx",
+                 "--dead-letter-exchange", dlx, "--dead-letter-routing-key", "failed", "--declare", "--timeout", "1")
+        self.assertEqual(r.returncode, 1)  # idle until --timeout
+        self.assertIn("timed out", r.stderr.decode())
+        self.ch.queue_bind(dlq, dlx, "failed")
+        self.put(q, b"fails")
+        self.ok(pipe("--from", q, "--to", "", "--routing-key", out, "--exec", "exit 1", "--native-dlx",
+                     "--dead-letter-exchange", dlx, "--verify", "--count", "1", "--timeout", "30"))
+        dead = self.take_all(dlq)
+        self.assertEqual(len(dead), 1)
+        self.assertEqual(dead[0][1], b"fails")
+        self.assertEqual(dead[0][0].headers["x-death"][0]["exchange"], "")  # the broker's own dead-lettering
+        self.assertNotIn("x-pipeline-error-type", dead[0][0].headers)
+        self.assertEqual(counts_become(q, (0, 0)), (0, 0))
+        # Another exchange than the queue's is refused before anything is taken.
+        self.put(q, b"stays")
+        r = pipe("--from", q, "--to", "", "--routing-key", out, "--exec", "exit 1", "--native-dlx",
+                 "--dead-letter-exchange", "amq.direct", "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(),
+                         f"warren: pipe {q}: --native-dlx: queue '{q}' dead-letters to exchange '{dlx}', not 'amq.direct'\n")
+        self.assertEqual(counts_become(q, (1, 0)), (1, 0))
+        # --declare --native-dlx must know what to declare.
+        r = pipe("--from", q, "--to", "", "--exec", "cat", "--native-dlx", "--declare")
+        self.assertEqual(r.returncode, 2)
+        self.assertTrue(r.stderr.decode().startswith("warren: invalid argument: --declare with --native-dlx needs"))
+
     def test_headers_warren_cannot_decode_end_the_run_and_the_message_stays(self):
         """RabbitMQ accepts and delivers a header table nested 70 deep; warren's engine refuses
         its content header (deeper than 64) and closes the connection. The run ends at once

@@ -76,8 +76,9 @@ class PipeJob final : public Job {
     if (args_->concurrency == 0 || args_->concurrency > 65535)
       return make_error(errc::invalid_argument, "--concurrency must be between 1 and 65535");
     if (args_->declare && args_->verify) return make_error(errc::invalid_argument, "--declare and --verify exclude each other");
-    if (args_->native_dlx && args_->dead_letter_exchange)
-      return make_error(errc::invalid_argument, "--native-dlx and --dead-letter-exchange exclude each other");
+    if (args_->declare && args_->native_dlx && !args_->dead_letter_exchange)
+      return make_error(errc::invalid_argument,
+                        "--declare with --native-dlx needs --dead-letter-exchange (the queue's x-dead-letter-exchange)");
     if (args_->on_error == "dead-letter" && !args_->native_dlx && !args_->dead_letter_exchange)
       return make_error(errc::invalid_argument,
                         "--on-error dead-letter needs --dead-letter-exchange or --native-dlx (the queue's own x-dead-letter-exchange)");
@@ -94,23 +95,55 @@ class PipeJob final : public Job {
       deadline_->arm(started_ + from_seconds(*args_->timeout_s));
     }
     if (stop_asked.load()) return stop_before_start();
-    if (!args_->declare && !args_->verify) return start_pipeline();
     // What the command line names: the source queue, the destination and dead-letter exchanges
     // (the default exchange always exists). Their settings beyond the name are not known, so
     // --verify checks existence and --declare uses the defaults (durable queue, durable direct
-    // exchange); an existing object declared otherwise is a 406, named.
+    // exchange); an existing object declared otherwise is a 406, named. With --native-dlx and
+    // --dead-letter-exchange, --declare gives the queue that x-dead-letter-exchange (and
+    // --dead-letter-routing-key as its x-dead-letter-routing-key).
     pipeline::Topology t;
-    t.queues.push_back({.name = args_->from});
-    if (!args_->to.empty()) t.exchanges.push_back({.name = args_->to});
-    if (args_->dead_letter_exchange && !args_->dead_letter_exchange->empty() && *args_->dead_letter_exchange != args_->to)
-      t.exchanges.push_back({.name = *args_->dead_letter_exchange});
+    pipeline::QueueSpec queue{.name = args_->from};
+    if (args_->declare && args_->native_dlx) {
+      queue.arguments.set("x-dead-letter-exchange", *args_->dead_letter_exchange);
+      if (!args_->dead_letter_routing_key.empty())
+        queue.arguments.set("x-dead-letter-routing-key", args_->dead_letter_routing_key);
+    }
+    t.queues.push_back(std::move(queue));
+    if (args_->declare || args_->verify) {
+      if (!args_->to.empty()) t.exchanges.push_back({.name = args_->to});
+      if (args_->dead_letter_exchange && !args_->dead_letter_exchange->empty() && *args_->dead_letter_exchange != args_->to)
+        t.exchanges.push_back({.name = *args_->dead_letter_exchange});
+    }
     auto then = [this](Result<void> r) {
       if (stopping_before_start_) return;
       if (!r) return fail("pipe " + args_->from, r.error());
+      if (args_->native_dlx) return check_native_dlx();
       start_pipeline();
     };
     if (args_->declare) pipeline::declare_topology(conn_, t, then);
-    else pipeline::verify_topology(conn_, t, {.compare_settings = false}, then);
+    // --native-dlx alone: the queue must exist before its arguments are probed (the probe, a
+    // redeclare, would create it).
+    else if (args_->verify || args_->native_dlx) pipeline::verify_topology(conn_, t, {.compare_settings = false}, then);
+    else start_pipeline();
+  }
+
+  // --native-dlx rejects failures to the queue's own x-dead-letter-exchange: without one they
+  // would be dropped, so its absence (or another exchange than --dead-letter-exchange names)
+  // ends the run before anything is taken.
+  void check_native_dlx() {
+    const std::string expected = args_->dead_letter_exchange.value_or("");
+    pipeline::find_dead_letter_exchange(conn_, args_->from, expected, [this, expected](Result<std::optional<std::string>> dlx) {
+      if (stopping_before_start_) return;
+      const std::string what = "pipe " + args_->from + ": --native-dlx";
+      if (!dlx) return fail(what, dlx.error());
+      if (!*dlx)
+        return fail_text(what, "queue '" + args_->from +
+                                   "' has no x-dead-letter-exchange argument, so failed records would be dropped "
+                                   "(a policy's dead-letter-exchange cannot be seen over AMQP)");
+      if (args_->dead_letter_exchange && **dlx != expected)
+        return fail_text(what, "queue '" + args_->from + "' dead-letters to exchange '" + **dlx + "', not '" + expected + "'");
+      start_pipeline();
+    });
   }
 
   void start_pipeline() {
@@ -132,7 +165,7 @@ class PipeJob final : public Job {
     if (args_->routing_key) d.routing_key = *args_->routing_key;
     else d.route = [](const pipeline::Record& r) { return r.metadata.routing_key; };
     o.destination = std::move(d);
-    if (args_->dead_letter_exchange)
+    if (args_->dead_letter_exchange && !args_->native_dlx)  // native: the queue's own DLX takes failures
       o.dead_letter = pipeline::DeadLetterOptions{.exchange = *args_->dead_letter_exchange,
                                                   .routing_key = args_->dead_letter_routing_key};
     o.native_dead_letter = args_->native_dlx;
