@@ -351,7 +351,9 @@ TEST_P(PipelineSuite, DrainRequeuesWhatNeverStartedAndFinishesWhatIsInFlight) {
   ASSERT_TRUE(loop.run_until([&] { return p->status().in_flight == 5; }));
   ASSERT_EQ(held.size(), 1u);
   bool drained = false;
-  p->drain(std::chrono::seconds(5), [&](Result<void>) { drained = true; });
+  // A deadline well past the counts' polling below (rabbitmqctl takes seconds on a busy
+  // machine): the held record must still be in flight, not given up on, when it ends.
+  p->drain(std::chrono::seconds(60), [&](Result<void>) { drained = true; });
   EXPECT_EQ(p->status().state, pipeline::State::draining);
   EXPECT_EQ(p->status().in_flight, 1u);  // the four that never started went back at once
   EXPECT_EQ(counts_become(src, {4, 1}), (Counts{4, 1}));
