@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "integration/client_fixture.hpp"
 #include "warren/pipeline/dead_letter.hpp"
@@ -48,6 +49,43 @@ std::string text_value(const wire::FieldTable& t, std::string_view key) {
   if (auto s = std::get_if<std::string>(&v->value)) return *s;
   return "<not a string>";
 }
+
+// RabbitMQ reads consumer_timeout and its check interval when a channel opens: while this
+// lives, channels opened close (406) once a delivery stays unacked 2 s, checked every 0.5 s.
+// restore() (or the destructor, on any exit from the test) puts the defaults back; should the
+// test die first, the node does it itself 10 s later unless a later guard took over meanwhile
+// (its token).
+class ShortConsumerTimeout {
+ public:
+  ShortConsumerTimeout() {
+    eval("T = make_ref(), application:set_env(rabbit, warren_test_short_timeout, T), "
+         "application:set_env(rabbit, consumer_timeout, 2000), application:set_env(rabbit, channel_tick_interval, 500), "
+         "spawn(fun() -> timer:sleep(10000), case application:get_env(rabbit, warren_test_short_timeout) of "
+         "{ok, T} -> application:set_env(rabbit, consumer_timeout, 1800000), "
+         "application:set_env(rabbit, channel_tick_interval, 60000); _ -> ok end end), ok.");
+  }
+  ~ShortConsumerTimeout() {
+    try {
+      restore();
+    } catch (...) {  // the node restores it itself
+    }
+  }
+  ShortConsumerTimeout(const ShortConsumerTimeout&) = delete;
+  ShortConsumerTimeout& operator=(const ShortConsumerTimeout&) = delete;
+  // (Unsetting channel_tick_interval instead would make every new channel crash its connection.)
+  void restore() {
+    if (std::exchange(restored_, true)) return;
+    eval("application:unset_env(rabbit, warren_test_short_timeout), application:set_env(rabbit, consumer_timeout, 1800000), "
+         "application:set_env(rabbit, channel_tick_interval, 60000), ok.");
+  }
+
+ private:
+  static void eval(const std::string& code) {
+    const auto out = rabbitmqctl("eval '" + code + "'");
+    if (out.find("ok") == std::string::npos) throw std::runtime_error("rabbitmqctl eval: " + out);
+  }
+  bool restored_ = false;
+};
 
 class PipelineSuite : public ClientSuite {
  protected:
@@ -104,21 +142,6 @@ class PipelineSuite : public ClientSuite {
     auto m = wait<std::optional<client::Message>>([&](auto done) { ch.get({.queue = q, .auto_ack = true}, done); });
     if (!m) throw std::runtime_error("get: " + m.error().to_string());
     return std::move(*m);
-  }
-  // RabbitMQ reads consumer_timeout and its check interval when a channel opens: channels
-  // opened in the next seconds close (406) once a delivery stays unacked 2 s, checked every
-  // 0.5 s. The broker puts the defaults back by itself 5 s later should the test die first.
-  static void short_consumer_timeout_for_new_channels() {
-    const auto out = rabbitmqctl(
-        "eval 'application:set_env(rabbit, consumer_timeout, 2000), application:set_env(rabbit, channel_tick_interval, 500), "
-        "spawn(fun() -> timer:sleep(5000), application:set_env(rabbit, consumer_timeout, 1800000), "
-        "application:set_env(rabbit, channel_tick_interval, 60000) end), ok.'");
-    if (out.find("ok") == std::string::npos) throw std::runtime_error("rabbitmqctl eval: " + out);
-  }
-  static void restore_consumer_timeout() {
-    const auto out = rabbitmqctl(
-        "eval 'application:set_env(rabbit, consumer_timeout, 1800000), application:set_env(rabbit, channel_tick_interval, 60000).'");
-    if (out.find("ok") == std::string::npos) throw std::runtime_error("rabbitmqctl eval: " + out);
   }
   bool settled(const QueuePipeline& p, std::uint64_t n) {
     auto s = p.status();
@@ -375,13 +398,13 @@ TEST_P(PipelineSuite, ADeadChannelsDeliveryIsNeverSettledOnAnother) {
   confirm_mode();
   put(src, "held");
   std::vector<pipeline::StageDone> held;
-  short_consumer_timeout_for_new_channels();
+  ShortConsumerTimeout short_timeout;  // for the pipeline's channels
   auto p = start({.source = {.queue = src}},
                  {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
   ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
   ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }, std::chrono::seconds(8)))
       << "state " << pipeline::to_string(p->status().state);
-  restore_consumer_timeout();  // before the next channel opens
+  short_timeout.restore();  // before the next channel opens
   ASSERT_TRUE(stopped->has_value());
   EXPECT_NE((*stopped)->find("406"), std::string::npos) << **stopped;
   ASSERT_TRUE(conn->is_open()) << "only the source channel was lost";
@@ -412,7 +435,7 @@ TEST_P(PipelineSuite, ASlowDeliveryIsReportedBeforeTheBrokersConsumerTimeoutCuts
   put(src, "slow");
   std::vector<pipeline::StageDone> held;
   std::optional<engine::Instant> reported_at, stopped_at;
-  short_consumer_timeout_for_new_channels();
+  ShortConsumerTimeout short_timeout;  // for the pipeline's channels
   auto p = start({.source = {.queue = src},
                   .slow_delivery_warning = std::chrono::milliseconds(1000),
                   .on_slow_delivery = [&](std::uint64_t, engine::Duration) { reported_at = conn->driver().now(); }},
@@ -422,7 +445,7 @@ TEST_P(PipelineSuite, ASlowDeliveryIsReportedBeforeTheBrokersConsumerTimeoutCuts
     if (stopped && !stopped_at) stopped_at = conn->driver().now();
     return stopped_at.has_value();
   }, std::chrono::seconds(8)));
-  restore_consumer_timeout();
+  short_timeout.restore();
   ASSERT_TRUE(reported_at.has_value()) << "the broker cut the channel off first";
   EXPECT_LT(*reported_at, *stopped_at);
   ASSERT_TRUE(stopped->has_value());
