@@ -154,6 +154,14 @@ void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) 
     if (options_.on_outcome) options_.on_outcome(record, f);
     return;
   }
+  if (!source_.is_open()) {
+    // Its channel died before the drain noticed: the broker has the delivery again and will
+    // redeliver it, so the outcome is dropped (counted there alone) and nothing is sent for
+    // it: no settle, no dead-letter envelope.
+    settle_pending(id, false, FailureSettle::requeue);
+    if (options_.on_outcome) options_.on_outcome(record, f);
+    return;
+  }
   switch (f.outcome) {
     case Outcome::completed:
       ++status_.completed;
@@ -211,6 +219,10 @@ void QueuePipeline::settle_failed(std::uint64_t id, FailureSettle how) {
 }
 
 void QueuePipeline::publish_record(Record& r, StageDone done) {
+  // The source delivery is already back with the broker: publishing would make a certain
+  // duplicate of the record it redelivers.
+  if (!source_.is_open())
+    return done({.error = RecordError{"warren::pipeline", "the source channel closed; the broker redelivers the message"}});
   const DestinationOptions& d = *options_.destination;
   const std::string key = d.route ? d.route(r) : d.routing_key;
   const client::Properties props = properties_of(r.metadata, r.headers);
