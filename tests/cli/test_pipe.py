@@ -6,16 +6,18 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
 import pika
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cli_env import WARREN, CTL, URL, require_warren_and_broker, unique  # noqa: E402
+from cli_env import WARREN, CTL, PORT, URL, require_warren_and_broker, unique  # noqa: E402
 
 
 def counts(queue):
@@ -41,6 +43,46 @@ def counts_become(queue, expected, limit=5.0):
 def pipe(*args, timeout=60, driver="uv"):
     cmd = [WARREN, "pipe", "--url", URL, "--driver", driver, *args]
     return subprocess.run(cmd, capture_output=True, timeout=timeout)
+
+
+class SlowProxy:
+    """A TCP proxy to the test broker that holds every chunk `delay` seconds, so each step of
+    a run (connect, each declare) takes a while; `seen` is set once the client sent `marker`."""
+
+    def __init__(self, marker, delay=0.15):
+        self.marker, self.delay = marker, delay
+        self.seen = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", int(PORT)))
+            threading.Thread(target=self.pump, args=(client, broker, True), daemon=True).start()
+            threading.Thread(target=self.pump, args=(broker, client, False), daemon=True).start()
+
+    def pump(self, src, dst, from_client):
+        try:
+            while data := src.recv(65536):
+                if from_client and self.marker in data:
+                    self.seen.set()
+                time.sleep(self.delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.listener.close()
 
 
 class Pipe(unittest.TestCase):
@@ -330,6 +372,123 @@ class Pipe(unittest.TestCase):
         self.assertEqual(set(got), {str(i) for i in range(n)}, f"seed {seed}: a record was lost")
         print(f"\n  sigkill soak: seed {seed}, {kills} kills, {n} records, {len(got) - n} delivered twice",
               file=sys.stderr)
+
+    def test_sigterm_during_declare_or_verify_exits_0_and_takes_nothing(self):
+        """The contract's SIGTERM holds before the pipeline starts too: exit 0 (not 143), the
+        status file says stopped, and nothing was taken from the queue."""
+        for step in ("--verify", "--declare"):
+            with self.subTest(step=step):
+                src = self.queue()
+                self.put(src, b"untouched")
+                ex = unique("pipe-slow-ex")
+                self.addCleanup(lambda: self.ch.exchange_delete(ex))
+                self.ch.exchange_declare(ex, "direct", durable=True)
+                proxy = SlowProxy(ex.encode())
+                self.addCleanup(proxy.close)
+                status = os.path.join(tempfile.mkdtemp(), "status.json")
+                p = subprocess.Popen([WARREN, "pipe", "--url", proxy.url, "--from", src, "--to", ex, "--exec", "cat",
+                                      "--on-error", "skip", step, "--status", status, "--timeout", "30"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                try:
+                    self.assertTrue(proxy.seen.wait(15), f"{step} never reached the exchange")
+                    p.send_signal(signal.SIGTERM)  # its answer is still held by the proxy
+                    _, err = p.communicate(timeout=20)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                self.assertEqual(p.returncode, 0, err)
+                self.assertEqual(err, b"")
+                with open(status) as f:
+                    final = json.load(f)
+                self.assertEqual(final["state"], "stopped")
+                self.assertIsNone(final["error"])
+                self.assertEqual(final["completed"] + final["in_flight"], 0)
+                self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+
+    def test_a_run_that_fails_before_the_pipeline_starts_still_writes_its_status(self):
+        q = unique("pipe-missing")
+        status = os.path.join(tempfile.mkdtemp(), "status.json")
+        r = pipe("--from", q, "--to", "", "--exec", "cat", "--on-error", "skip", "--verify", "--status", status,
+                 "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        line = r.stderr.decode()
+        self.assertEqual(line, f"warren: pipe {q}: not found: topology: missing queue '{q}'\n")
+        with open(status) as f:
+            final = json.load(f)
+        self.assertEqual(final["state"], "stopped")
+        self.assertEqual(final["error"], line[len("warren: "):-1])
+        self.assertEqual(final["lease"]["queue"], q)
+        self.assertEqual(final["completed"], 0)
+
+    def test_native_dlx_fails_at_start_when_the_queue_has_no_dead_letter_exchange(self):
+        src = self.queue()
+        self.put(src, b"would be dropped")
+        for extra in ([], ["--verify"]):
+            with self.subTest(extra=extra):
+                r = pipe("--from", src, "--to", "", "--exec", "exit 1", "--native-dlx", *extra, "--timeout", "30")
+                self.assertEqual(r.returncode, 1)
+                self.assertEqual(r.stderr.decode(),
+                                 f"warren: pipe {src}: --native-dlx: queue '{src}' has no x-dead-letter-exchange argument, "
+                                 "so failed records would be dropped (a policy's dead-letter-exchange cannot be seen over AMQP)\n")
+                self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+        # The probe created nothing and changed nothing.
+        self.ch.queue_declare(src, passive=True)
+        r = pipe("--from", unique("pipe-nothing"), "--to", "", "--exec", "cat", "--native-dlx", "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not found: topology: missing queue", r.stderr.decode())
+
+    def test_native_dlx_with_a_dead_letter_exchange_declares_and_checks_the_queues_dlx(self):
+        q, dlx, dlq, out = unique("pipe-native"), unique("pipe-native-dlx"), self.queue(), self.queue()
+        self.addCleanup(lambda: self.cleanup_queue(q))
+        self.addCleanup(lambda: self.ch.exchange_delete(dlx))
+        # --declare gives the queue the named exchange as its x-dead-letter-exchange.
+        r = pipe("--from", q, "--to", "", "--routing-key", out, "--exec", "exit 1", "--native-dlx",
+                 "--dead-letter-exchange", dlx, "--dead-letter-routing-key", "failed", "--declare", "--timeout", "1")
+        self.assertEqual(r.returncode, 1)  # idle until --timeout
+        self.assertIn("timed out", r.stderr.decode())
+        self.ch.queue_bind(dlq, dlx, "failed")
+        self.put(q, b"fails")
+        self.ok(pipe("--from", q, "--to", "", "--routing-key", out, "--exec", "exit 1", "--native-dlx",
+                     "--dead-letter-exchange", dlx, "--verify", "--count", "1", "--timeout", "30"))
+        dead = self.take_all(dlq)
+        self.assertEqual(len(dead), 1)
+        self.assertEqual(dead[0][1], b"fails")
+        self.assertEqual(dead[0][0].headers["x-death"][0]["exchange"], "")  # the broker's own dead-lettering
+        self.assertNotIn("x-pipeline-error-type", dead[0][0].headers)
+        self.assertEqual(counts_become(q, (0, 0)), (0, 0))
+        # Another exchange than the queue's is refused before anything is taken.
+        self.put(q, b"stays")
+        r = pipe("--from", q, "--to", "", "--routing-key", out, "--exec", "exit 1", "--native-dlx",
+                 "--dead-letter-exchange", "amq.direct", "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.decode(),
+                         f"warren: pipe {q}: --native-dlx: queue '{q}' dead-letters to exchange '{dlx}', not 'amq.direct'\n")
+        self.assertEqual(counts_become(q, (1, 0)), (1, 0))
+        # --declare --native-dlx must know what to declare.
+        r = pipe("--from", q, "--to", "", "--exec", "cat", "--native-dlx", "--declare")
+        self.assertEqual(r.returncode, 2)
+        self.assertTrue(r.stderr.decode().startswith("warren: invalid argument: --declare with --native-dlx needs"))
+
+    def test_headers_warren_cannot_decode_end_the_run_and_the_message_stays(self):
+        """RabbitMQ accepts and delivers a header table nested 70 deep; warren's engine refuses
+        its content header (deeper than 64) and closes the connection. The run ends at once
+        with one error line, and the message is not lost."""
+        src, out, dlq = self.queue(), self.queue(), self.queue()
+        deep = {"leaf": 1}
+        for _ in range(70):
+            deep = {"n": deep}
+        self.put(src, b"deep", headers=deep)
+        start = time.time()
+        r = pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "cat", "--dead-letter-exchange", "",
+                 "--dead-letter-routing-key", dlq, "--count", "1", "--timeout", "30")
+        self.assertEqual(r.returncode, 1)
+        err = r.stderr.decode()
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertTrue(err.startswith("warren: ") and "nested deeper than 64" in err, err)
+        self.assertLess(time.time() - start, 10)
+        self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+        self.assertEqual(counts(out), (0, 0))
+        self.assertEqual(counts(dlq), (0, 0))
 
     def test_on_error_requeue_retries_about_once_a_second(self):
         src, out = self.queue(), self.queue()

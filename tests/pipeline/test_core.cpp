@@ -91,6 +91,23 @@ TEST(PipelineCore, ThePolicyDecidesEachFailuresOutcome) {
   for (const auto& f : seen.finished) EXPECT_EQ(f.error->type, "std::runtime_error");
 }
 
+// The same decision the core makes is open to the transport, for a record that failed before
+// any stage could run (a delivery whose headers cannot be decoded).
+TEST(PipelineCore, AFailureOutsideTheStagesIsDecidedByTheSamePolicy) {
+  const Record r;
+  const RecordError e{"warren::pipeline::headers", "the headers could not be decoded"};
+  EXPECT_EQ(outcome_of_failure({}, r, e), Outcome::dead_lettered);
+  PipelineOptions o;
+  o.on_error = [](const Record&, const RecordError& err) {
+    return err.type == "warren::pipeline::headers" ? Outcome::stop : Outcome::requeued;
+  };
+  EXPECT_EQ(outcome_of_failure(o, r, e), Outcome::stop);
+  o.on_error = [](const Record&, const RecordError&) { return Outcome::completed; };
+  EXPECT_EQ(outcome_of_failure(o, r, e), Outcome::skipped);
+  o.on_error = [](const Record&, const RecordError&) -> Outcome { throw std::runtime_error("no"); };
+  EXPECT_EQ(outcome_of_failure(o, r, e), Outcome::rethrow);
+}
+
 TEST(PipelineCore, ANonStandardExceptionIsStillAnError) {
   Pipeline p({}, {Stage::sync([](Record&) { throw 42; })});
   Seen seen;

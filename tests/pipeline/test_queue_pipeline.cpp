@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "integration/client_fixture.hpp"
 #include "warren/pipeline/dead_letter.hpp"
@@ -48,6 +49,43 @@ std::string text_value(const wire::FieldTable& t, std::string_view key) {
   if (auto s = std::get_if<std::string>(&v->value)) return *s;
   return "<not a string>";
 }
+
+// RabbitMQ reads consumer_timeout and its check interval when a channel opens: while this
+// lives, channels opened close (406) once a delivery stays unacked 2 s, checked every 0.5 s.
+// restore() (or the destructor, on any exit from the test) puts the defaults back; should the
+// test die first, the node does it itself 10 s later unless a later guard took over meanwhile
+// (its token).
+class ShortConsumerTimeout {
+ public:
+  ShortConsumerTimeout() {
+    eval("T = make_ref(), application:set_env(rabbit, warren_test_short_timeout, T), "
+         "application:set_env(rabbit, consumer_timeout, 2000), application:set_env(rabbit, channel_tick_interval, 500), "
+         "spawn(fun() -> timer:sleep(10000), case application:get_env(rabbit, warren_test_short_timeout) of "
+         "{ok, T} -> application:set_env(rabbit, consumer_timeout, 1800000), "
+         "application:set_env(rabbit, channel_tick_interval, 60000); _ -> ok end end), ok.");
+  }
+  ~ShortConsumerTimeout() {
+    try {
+      restore();
+    } catch (...) {  // the node restores it itself
+    }
+  }
+  ShortConsumerTimeout(const ShortConsumerTimeout&) = delete;
+  ShortConsumerTimeout& operator=(const ShortConsumerTimeout&) = delete;
+  // (Unsetting channel_tick_interval instead would make every new channel crash its connection.)
+  void restore() {
+    if (std::exchange(restored_, true)) return;
+    eval("application:unset_env(rabbit, warren_test_short_timeout), application:set_env(rabbit, consumer_timeout, 1800000), "
+         "application:set_env(rabbit, channel_tick_interval, 60000), ok.");
+  }
+
+ private:
+  static void eval(const std::string& code) {
+    const auto out = rabbitmqctl("eval '" + code + "'");
+    if (out.find("ok") == std::string::npos) throw std::runtime_error("rabbitmqctl eval: " + out);
+  }
+  bool restored_ = false;
+};
 
 class PipelineSuite : public ClientSuite {
  protected:
@@ -336,7 +374,9 @@ TEST_P(PipelineSuite, DrainRequeuesWhatNeverStartedAndFinishesWhatIsInFlight) {
   ASSERT_TRUE(loop.run_until([&] { return p->status().in_flight == 5; }));
   ASSERT_EQ(held.size(), 1u);
   bool drained = false;
-  p->drain(std::chrono::seconds(5), [&](Result<void>) { drained = true; });
+  // A deadline well past the counts' polling below (rabbitmqctl takes seconds on a busy
+  // machine): the held record must still be in flight, not given up on, when it ends.
+  p->drain(std::chrono::seconds(60), [&](Result<void>) { drained = true; });
   EXPECT_EQ(p->status().state, pipeline::State::draining);
   EXPECT_EQ(p->status().in_flight, 1u);  // the four that never started went back at once
   EXPECT_EQ(counts_become(src, {4, 1}), (Counts{4, 1}));
@@ -349,23 +389,94 @@ TEST_P(PipelineSuite, DrainRequeuesWhatNeverStartedAndFinishesWhatIsInFlight) {
   EXPECT_EQ(counts_become(out, {1, 0}), (Counts{1, 0}));
 }
 
+// The broker closes the source channel alone (406, its consumer timeout) under a held record,
+// and the connection stays up: a new channel on it takes the redelivered message (its number
+// and delivery tag may well be the dead channel's), and the held record's end settles nothing
+// there.
 TEST_P(PipelineSuite, ADeadChannelsDeliveryIsNeverSettledOnAnother) {
-  // A connection the broker can pick out by name: only this one is closed under the record.
-  const std::string name = prefix + "victim";
-  close(*conn);
-  client::ClientOptions named;
-  named.engine.connection_name = name;
-  conn = connect("", named);
-  ch = open();
   const auto src = queue("src");
   confirm_mode();
   put(src, "held");
   std::vector<pipeline::StageDone> held;
+  ShortConsumerTimeout short_timeout;  // for the pipeline's channels
   auto p = start({.source = {.queue = src}},
                  {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
   ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
-  // The source channel dies under the held record: the broker closes its connection, so its
-  // deliveries belong to a dead channel.
+  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }, std::chrono::seconds(8)))
+      << "state " << pipeline::to_string(p->status().state);
+  short_timeout.restore();  // before the next channel opens
+  ASSERT_TRUE(stopped->has_value());
+  EXPECT_NE((*stopped)->find("406"), std::string::npos) << **stopped;
+  ASSERT_TRUE(conn->is_open()) << "only the source channel was lost";
+  // Another channel of the same connection takes the message the broker requeued.
+  auto other = open();
+  std::vector<client::Message> taken;
+  auto sub = wait<client::Consumer>([&](auto done) {
+    other.consume({.queue = src, .prefetch = 1}, [&](const client::Delivery& d) { taken.push_back(d.take()); }, done);
+  });
+  ASSERT_TRUE(sub) << sub.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return taken.size() == 1; }));
+  EXPECT_EQ(taken[0].body_text(), "held");
+  held[0]({});  // the dead channel's record ends now: nothing may be acked for it
+  loop.run_until([] { return false; }, std::chrono::milliseconds(200));
+  EXPECT_EQ(p->status().dropped, 1u);
+  EXPECT_EQ(p->status().completed, 0u);
+  EXPECT_EQ(counts_become(src, {0, 1}), (Counts{0, 1}));  // still unacked on the new channel
+  EXPECT_TRUE(other.is_open());
+  EXPECT_TRUE(taken[0].ack());
+  EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
+}
+
+// The slow-delivery report comes before the broker's own consumer timeout closes the channel
+// (here 2 s, checked every 0.5 s, for the pipeline's channels only).
+TEST_P(PipelineSuite, ASlowDeliveryIsReportedBeforeTheBrokersConsumerTimeoutCutsItOff) {
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "slow");
+  std::vector<pipeline::StageDone> held;
+  std::optional<engine::Instant> reported_at, stopped_at;
+  ShortConsumerTimeout short_timeout;  // for the pipeline's channels
+  auto p = start({.source = {.queue = src},
+                  .slow_delivery_warning = std::chrono::milliseconds(1000),
+                  .on_slow_delivery = [&](std::uint64_t, engine::Duration) { reported_at = conn->driver().now(); }},
+                 {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
+  ASSERT_TRUE(loop.run_until([&] { return held.size() == 1; }));
+  ASSERT_TRUE(loop.run_until([&] {
+    if (stopped && !stopped_at) stopped_at = conn->driver().now();
+    return stopped_at.has_value();
+  }, std::chrono::seconds(8)));
+  short_timeout.restore();
+  ASSERT_TRUE(reported_at.has_value()) << "the broker cut the channel off first";
+  EXPECT_LT(*reported_at, *stopped_at);
+  ASSERT_TRUE(stopped->has_value());
+  EXPECT_NE((*stopped)->find("406"), std::string::npos) << **stopped;
+  EXPECT_EQ(p->status().slow, 1u);
+  held[0]({});
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));
+}
+
+// A drain whose connection is lost under a held record still ends, on a loop run the way a
+// program's main runs it (until nothing is left): on libuv the drain's own timer must keep the
+// loop alive until it sees the source channel gone, or `done` never runs.
+TEST_P(PipelineSuite, ADrainEndsWhenItsConnectionIsLostWithNothingElseKeepingTheLoopAlive) {
+  const std::string name = prefix + "victim";  // the broker picks this connection out by name
+  client::ClientOptions named;
+  named.engine.connection_name = name;
+  auto victim = connect("", named);
+  const auto src = queue("src");
+  confirm_mode();
+  put(src, "held");
+  std::vector<pipeline::StageDone> held;
+  std::optional<Result<void>> ready;
+  auto p = QueuePipeline::start(victim, {.source = {.queue = src}},
+                                {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })},
+                                [&](Result<void> r) { ready.emplace(r); });
+  ASSERT_TRUE(loop.run_until([&] { return ready.has_value() && held.size() == 1; }));
+  ASSERT_TRUE(*ready);
+  bool drained = false;
+  p->drain(std::chrono::seconds(30), [&](Result<void>) { drained = true; });
+  EXPECT_FALSE(drained);  // the held record is still in flight
+  close(*conn);  // the test's own connection: nothing but the victim is left on the loop
   std::istringstream rows(rabbitmqctl("list_connections pid client_properties"));
   std::string row;
   int closed = 0;
@@ -375,14 +486,17 @@ TEST_P(PipelineSuite, ADeadChannelsDeliveryIsNeverSettledOnAnother) {
       ++closed;
     }
   ASSERT_EQ(closed, 1);
-  ASSERT_TRUE(loop.run_until([&] { return stopped.has_value(); }))
-      << "state " << pipeline::to_string(p->status().state) << ", connection open " << conn->is_open();
-  held[0]({});
+  const auto began = std::chrono::steady_clock::now();
+  loop.run_to_completion();
+  EXPECT_TRUE(drained) << "the loop ran out before the drain ended";
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+  EXPECT_EQ(p->status().state, pipeline::State::stopped);
   EXPECT_EQ(p->status().dropped, 1u);
+  held[0]({});
   EXPECT_EQ(p->status().completed, 0u);
-  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // the broker requeued it
   conn = connect();  // for the queue's deletion
   ch = open();
+  EXPECT_EQ(counts_become(src, {1, 0}), (Counts{1, 0}));  // the broker requeued it
 }
 
 TEST_P(PipelineSuite, VerifyNamesEveryMissingOrMismatchedObjectAndKeepsTheConnection) {
@@ -405,6 +519,44 @@ TEST_P(PipelineSuite, VerifyNamesEveryMissingOrMismatchedObjectAndKeepsTheConnec
   auto q = wait<client::QueueDeclared>([&](auto done) { probe.queue_declare({.name = gone_queue, .passive = true}, done); });
   ASSERT_FALSE(q);
   EXPECT_EQ(q.error().reply_code, 404);
+}
+
+// A passive declare cannot see a queue's x-dead-letter-exchange; the redeclare on throwaway
+// channels reads it from the 406, past what RabbitMQ compares before it (durable, x-expires,
+// x-message-ttl), and after it (a matching DLX, then x-dead-letter-routing-key).
+TEST_P(PipelineSuite, TheQueuesDeadLetterExchangeIsFoundWithoutClosingTheConnection) {
+  const auto none = queue("none", {{"x-max-length", 5}});
+  const auto plain = queue("plain", {{"x-dead-letter-exchange", "dlx1"}});
+  const auto ttl = queue("ttl", {{"x-expires", 3600000}, {"x-message-ttl", std::int64_t{60000}},
+                                 {"x-dead-letter-exchange", ""}, {"x-dead-letter-routing-key", "dead"}});
+  const std::string transient = prefix + "transient";
+  ASSERT_TRUE(wait<client::QueueDeclared>([&](auto done) {
+    ch.queue_declare({.name = transient, .durable = false, .auto_delete = true, .arguments = {{"x-dead-letter-exchange", "dlx2"}}}, done);
+  }));
+  auto find = [&](const std::string& q, const std::string& expected) {
+    return wait<std::optional<std::string>>(
+        [&](auto done) { pipeline::find_dead_letter_exchange(conn, q, expected, done); });
+  };
+  auto r = find(none, "");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::nullopt);
+  r = find(plain, "probe");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::optional<std::string>("dlx1"));
+  r = find(plain, "dlx1");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::optional<std::string>("dlx1"));
+  r = find(ttl, "");  // x-expires, x-message-ttl, then a matching DLX and its routing key
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::optional<std::string>(""));
+  r = find(transient, "probe");
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, std::optional<std::string>("dlx2"));
+  EXPECT_TRUE(conn->is_open());
+  EXPECT_TRUE(ch.is_open());
+  // Nothing changed: the queue without a DLX still declares as it was.
+  EXPECT_TRUE(wait<client::QueueDeclared>([&](auto done) { ch.queue_declare({.name = none, .arguments = {{"x-max-length", 5}}}, done); }));
+  (void)wait<std::uint32_t>([&](auto done) { ch.queue_delete({.queue = transient}, done); });
 }
 
 TEST_P(PipelineSuite, DeclareBuildsTheTopologyAndVerifyThenPasses) {

@@ -131,6 +131,7 @@ void Job::fail_text(std::string_view what, std::string_view why, int code) {
   if (finished_ && exit_code_ == 0) return;
   if (exit_code_ == 0) {  // the first failure is the one worth reading
     report(what, why);
+    failure_text_ = what.empty() ? std::string(why) : std::string(what) + ": " + std::string(why);
     exit_code_ = code;
   }
   close_all();

@@ -61,6 +61,8 @@ class Job {
   void fail_text(std::string_view what, std::string_view why, int code = exit_failed);
   void finish();  // success: close cleanly, then exit with exit_code_
   [[nodiscard]] bool failed() const noexcept { return exit_code_ != 0; }
+  // The failure reported on stderr, without its "warren: " ("" while none was).
+  [[nodiscard]] const std::string& failure_text() const noexcept { return failure_text_; }
   [[nodiscard]] client::Driver& driver() { return runtime_->driver(); }
   // Opens one more connection to the same URLs (perf: one per producer and consumer).
   void connect_another(client::Callback<std::shared_ptr<client::Connection>> done);
@@ -86,6 +88,7 @@ class Job {
   std::vector<std::shared_ptr<client::Connection>> connections_;
   bool closing_ = false;
   bool finished_ = false;  // finish() was called: the run succeeded
+  std::string failure_text_;
 };
 
 }  // namespace warren::cli

@@ -23,6 +23,17 @@ namespace {
 std::atomic<bool> stop_asked{false};
 extern "C" void on_stop_signal(int) { stop_asked.store(true); }
 
+// From the very start, not once the pipeline runs: a SIGTERM while connecting, declaring or
+// verifying ends the run as the contract says (exit 0, nothing taken), not with the signal.
+void install_stop_handlers() {
+  ::signal(SIGPIPE, SIG_IGN);  // a command that exits before reading its input ends a write, not warren
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+}
+
 struct PipeArgs {
   Common common;
   std::string from, to, exec;
@@ -39,17 +50,21 @@ struct PipeArgs {
 };
 
 constexpr auto drain_deadline = std::chrono::seconds(30);
+constexpr const char* pipeline_name = "warren pipe";
 
 class PipeJob final : public Job {
  public:
   explicit PipeJob(std::shared_ptr<PipeArgs> args)
-      : Job(args->common), args_(std::move(args)), workers_(args_->concurrency ? args_->concurrency : 1) {}
+      : Job(args->common), args_(std::move(args)), workers_(args_->concurrency ? args_->concurrency : 1) {
+    last_.pipeline = pipeline_name;
+    last_.queue = args_->from;
+  }
   ~PipeJob() override { kill_running_commands(); }
 
-  // The last status, saying `stopped`, once the run is over.
+  // The last status, saying `stopped`, once the run is over, with the failure if it failed;
+  // also when it ended before the pipeline started (connect, --declare, --verify, a signal).
   void write_final_status() {
-    if (!pipeline_) return;
-    last_ = pipeline_->status();
+    if (pipeline_) last_ = pipeline_->status();
     last_.state = pipeline::State::stopped;
     write_status();
   }
@@ -61,8 +76,9 @@ class PipeJob final : public Job {
     if (args_->concurrency == 0 || args_->concurrency > 65535)
       return make_error(errc::invalid_argument, "--concurrency must be between 1 and 65535");
     if (args_->declare && args_->verify) return make_error(errc::invalid_argument, "--declare and --verify exclude each other");
-    if (args_->native_dlx && args_->dead_letter_exchange)
-      return make_error(errc::invalid_argument, "--native-dlx and --dead-letter-exchange exclude each other");
+    if (args_->declare && args_->native_dlx && !args_->dead_letter_exchange)
+      return make_error(errc::invalid_argument,
+                        "--declare with --native-dlx needs --dead-letter-exchange (the queue's x-dead-letter-exchange)");
     if (args_->on_error == "dead-letter" && !args_->native_dlx && !args_->dead_letter_exchange)
       return make_error(errc::invalid_argument,
                         "--on-error dead-letter needs --dead-letter-exchange or --native-dlx (the queue's own x-dead-letter-exchange)");
@@ -71,27 +87,68 @@ class PipeJob final : public Job {
 
   void start() override {
     channel_.close([](Result<void>) {});  // the pipeline opens its own channels
-    if (!args_->declare && !args_->verify) return start_pipeline();
+    // Ticking from here on: a stop asked for before the pipeline runs ends the run at once.
+    tick_ = driver().timer([this] { tick(); });
+    tick_->arm(driver().now() + std::chrono::milliseconds(100));
+    if (args_->timeout_s) {
+      deadline_ = driver().timer([this] { timed_out(); });
+      deadline_->arm(started_ + from_seconds(*args_->timeout_s));
+    }
+    if (stop_asked.load()) return stop_before_start();
     // What the command line names: the source queue, the destination and dead-letter exchanges
     // (the default exchange always exists). Their settings beyond the name are not known, so
     // --verify checks existence and --declare uses the defaults (durable queue, durable direct
-    // exchange); an existing object declared otherwise is a 406, named.
+    // exchange); an existing object declared otherwise is a 406, named. With --native-dlx and
+    // --dead-letter-exchange, --declare gives the queue that x-dead-letter-exchange (and
+    // --dead-letter-routing-key as its x-dead-letter-routing-key).
     pipeline::Topology t;
-    t.queues.push_back({.name = args_->from});
-    if (!args_->to.empty()) t.exchanges.push_back({.name = args_->to});
-    if (args_->dead_letter_exchange && !args_->dead_letter_exchange->empty() && *args_->dead_letter_exchange != args_->to)
-      t.exchanges.push_back({.name = *args_->dead_letter_exchange});
+    pipeline::QueueSpec queue{.name = args_->from};
+    if (args_->declare && args_->native_dlx) {
+      queue.arguments.set("x-dead-letter-exchange", *args_->dead_letter_exchange);
+      if (!args_->dead_letter_routing_key.empty())
+        queue.arguments.set("x-dead-letter-routing-key", args_->dead_letter_routing_key);
+    }
+    t.queues.push_back(std::move(queue));
+    if (args_->declare || args_->verify) {
+      if (!args_->to.empty()) t.exchanges.push_back({.name = args_->to});
+      if (args_->dead_letter_exchange && !args_->dead_letter_exchange->empty() && *args_->dead_letter_exchange != args_->to)
+        t.exchanges.push_back({.name = *args_->dead_letter_exchange});
+    }
     auto then = [this](Result<void> r) {
+      if (stopping_before_start_) return;
       if (!r) return fail("pipe " + args_->from, r.error());
+      if (args_->native_dlx) return check_native_dlx();
       start_pipeline();
     };
     if (args_->declare) pipeline::declare_topology(conn_, t, then);
-    else pipeline::verify_topology(conn_, t, {.compare_settings = false}, then);
+    // --native-dlx alone: the queue must exist before its arguments are probed (the probe, a
+    // redeclare, would create it).
+    else if (args_->verify || args_->native_dlx) pipeline::verify_topology(conn_, t, {.compare_settings = false}, then);
+    else start_pipeline();
+  }
+
+  // --native-dlx rejects failures to the queue's own x-dead-letter-exchange: without one they
+  // would be dropped, so its absence (or another exchange than --dead-letter-exchange names)
+  // ends the run before anything is taken.
+  void check_native_dlx() {
+    const std::string expected = args_->dead_letter_exchange.value_or("");
+    pipeline::find_dead_letter_exchange(conn_, args_->from, expected, [this, expected](Result<std::optional<std::string>> dlx) {
+      if (stopping_before_start_) return;
+      const std::string what = "pipe " + args_->from + ": --native-dlx";
+      if (!dlx) return fail(what, dlx.error());
+      if (!*dlx)
+        return fail_text(what, "queue '" + args_->from +
+                                   "' has no x-dead-letter-exchange argument, so failed records would be dropped "
+                                   "(a policy's dead-letter-exchange cannot be seen over AMQP)");
+      if (args_->dead_letter_exchange && **dlx != expected)
+        return fail_text(what, "queue '" + args_->from + "' dead-letters to exchange '" + **dlx + "', not '" + expected + "'");
+      start_pipeline();
+    });
   }
 
   void start_pipeline() {
     pipeline::QueuePipelineOptions o;
-    o.core.name = "warren pipe";
+    o.core.name = pipeline_name;
     o.core.concurrency = args_->concurrency;
     const std::string policy = args_->on_error;
     o.core.on_error = [policy](const pipeline::Record&, const pipeline::RecordError&) {
@@ -108,7 +165,7 @@ class PipeJob final : public Job {
     if (args_->routing_key) d.routing_key = *args_->routing_key;
     else d.route = [](const pipeline::Record& r) { return r.metadata.routing_key; };
     o.destination = std::move(d);
-    if (args_->dead_letter_exchange)
+    if (args_->dead_letter_exchange && !args_->native_dlx)  // native: the queue's own DLX takes failures
       o.dead_letter = pipeline::DeadLetterOptions{.exchange = *args_->dead_letter_exchange,
                                                   .routing_key = args_->dead_letter_routing_key};
     o.native_dead_letter = args_->native_dlx;
@@ -144,19 +201,13 @@ class PipeJob final : public Job {
                                               if (!b) fail("pipe " + args_->from + ": status board", b.error());
                                             });
     });
+  }
 
-    ::signal(SIGPIPE, SIG_IGN);  // a command that exits before reading its input ends a write, not warren
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-    tick_ = driver().timer([this] { tick(); });
-    tick_->arm(driver().now() + std::chrono::milliseconds(100));
-    if (args_->timeout_s) {
-      deadline_ = driver().timer([this] { timed_out(); });
-      deadline_->arm(started_ + from_seconds(*args_->timeout_s));
-    }
+  // Asked to stop before the pipeline took anything: nothing to drain, the run is done.
+  void stop_before_start() {
+    stopping_before_start_ = true;
+    stop_timers();
+    finish();
   }
 
   void drain() {
@@ -180,7 +231,10 @@ class PipeJob final : public Job {
 
   void tick() {
     if (!conn_ || !conn_->is_open()) return stop_timers();  // the run is over
-    if (stop_asked.load()) drain();
+    if (stop_asked.load()) {
+      if (!pipeline_) return stop_before_start();
+      drain();
+    }
     if (pipeline_ && driver().now() >= next_status_) {
       last_ = pipeline_->status();
       write_status();
@@ -213,6 +267,7 @@ class PipeJob final : public Job {
                            {"dead_lettered", me ? last_.dead_lettered : w.status.dead_lettered},
                            {"failed", me ? last_.failed : w.status.failed}});
       }
+    const std::string& failure = failure_text();
     Json j{{"pipeline", last_.pipeline},
            {"worker", worker_name()},
            {"state", pipeline::to_string(last_.state)},
@@ -225,6 +280,7 @@ class PipeJob final : public Job {
            {"dropped", last_.dropped},
            {"slow", last_.slow},
            {"workers", std::move(workers)},
+           {"error", failure.empty() ? Json(nullptr) : Json(failure)},
            {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch()).count()}};
     // Replaced atomically: a reader sees the old file or the new one, never half of one.
@@ -247,6 +303,7 @@ class PipeJob final : public Job {
   engine::Instant next_status_{};
   std::uint64_t outcomes_ = 0;
   bool draining_ = false;
+  bool stopping_before_start_ = false;
 };
 
 }  // namespace
@@ -276,9 +333,10 @@ void add_pipe(CLI::App& app, Runner& run) {
   cmd->add_option("--timeout", args->timeout_s, "exit 1 when this many seconds pass first (counted from the start)");
   cmd->callback([&run, args] {
     run = [args] {
+      install_stop_handlers();
       PipeJob job(args);
       int code = job.run();
-      job.write_final_status();
+      if (code != exit_usage) job.write_final_status();  // a usage error started nothing
       return code;
     };
   });

@@ -184,20 +184,21 @@ void Pipeline::step(const std::shared_ptr<State>& state, const std::shared_ptr<s
   }
 }
 
+Outcome outcome_of_failure(const PipelineOptions& options, const Record& record, const RecordError& error) {
+  if (!options.on_error) return Outcome::dead_lettered;
+  Outcome outcome;
+  try {
+    outcome = options.on_error(record, error);
+  } catch (...) {
+    return Outcome::rethrow;  // a policy that throws cannot be trusted to decide
+  }
+  // A failed record never counts as completed.
+  return outcome == Outcome::completed ? Outcome::skipped : outcome;
+}
+
 void Pipeline::finish(const std::shared_ptr<State>& state, const std::shared_ptr<std::vector<Stage>>& stages,
                       std::shared_ptr<Job> job, Finished finished) {
-  if (finished.error) {
-    finished.outcome = Outcome::dead_lettered;
-    if (state->options.on_error) {
-      try {
-        finished.outcome = state->options.on_error(job->record, *finished.error);
-      } catch (...) {
-        finished.outcome = Outcome::rethrow;  // a policy that throws cannot be trusted to decide
-      }
-      if (finished.outcome == Outcome::completed || finished.outcome == Outcome::skipped)
-        finished.outcome = Outcome::skipped;  // a failed record never counts as completed
-    }
-  }
+  if (finished.error) finished.outcome = outcome_of_failure(state->options, job->record, *finished.error);
   --state->in_flight;
   job->done(job->record, finished);
   pump(state, stages);

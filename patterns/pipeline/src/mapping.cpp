@@ -30,17 +30,22 @@ std::uint32_t delivery_count(const wire::FieldTable& headers) {
 }  // namespace
 
 Result<Record> record_from(const client::Message& message) {
-  Record r;
-  r.body.assign(message.body_text());
   auto headers = message.headers();
   if (!headers) return headers.error();
+  Record r = record_without_headers(message);
   r.headers = std::move(*headers);
+  r.metadata.delivery_count = delivery_count(r.headers);
+  return r;
+}
+
+Record record_without_headers(const client::Message& message) {
+  Record r;
+  r.body.assign(message.body_text());
   const auto& p = message.properties();
   Metadata& m = r.metadata;
   m.exchange = message.exchange();
   m.routing_key = message.routing_key();
   m.redelivered = message.redelivered();
-  m.delivery_count = delivery_count(r.headers);
   m.content_type = owned(p.content_type);
   m.content_encoding = owned(p.content_encoding);
   m.correlation_id = owned(p.correlation_id);

@@ -115,11 +115,16 @@ void QueuePipeline::deliver(const client::Delivery& d) {
   client::Message message = d.take();
   auto record = record_from(message);
   const std::uint64_t id = ++next_id_;
-  if (!record) {  // headers the client could not decode: not a record this pipeline can run
-    pending_.emplace(id, Pending{std::move(message), 1, conn_->driver().now()});
-    ++status_.failed;
-    settle_pending(id, false, FailureSettle::reject);
-    return;
+  if (!record) {
+    // Headers the client cannot decode: no stage can run it, but it is a failed record like
+    // any other, and the error policy decides it (dead-lettered by default, its outcome
+    // reported). (Today the client's engine refuses such a content header before it becomes
+    // a delivery; this keeps the pipeline whole should one get this far.)
+    Record bare = record_without_headers(message);
+    const RecordError error{"warren::pipeline::headers", "the headers could not be decoded: " + record.error().to_string()};
+    pending_.emplace(id, Pending{std::move(message), attempt_of(bare.metadata), conn_->driver().now()});
+    const Finished finished{outcome_of_failure(options_.core, bare, error), error};
+    return settle(id, bare, finished);
   }
   // Registered as pending before the record enters the pipeline: whatever happens next, the
   // delivery has one owner that settles it once.
@@ -146,6 +151,14 @@ void QueuePipeline::settle_pending(std::uint64_t id, bool ack, FailureSettle how
 
 void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) {
   if (!pending_.contains(id)) {  // dropped by a drain past its deadline: nothing to settle
+    if (options_.on_outcome) options_.on_outcome(record, f);
+    return;
+  }
+  if (!source_.is_open()) {
+    // Its channel died before the drain noticed: the broker has the delivery again and will
+    // redeliver it, so the outcome is dropped (counted there alone) and nothing is sent for
+    // it: no settle, no dead-letter envelope.
+    settle_pending(id, false, FailureSettle::requeue);
     if (options_.on_outcome) options_.on_outcome(record, f);
     return;
   }
@@ -206,6 +219,10 @@ void QueuePipeline::settle_failed(std::uint64_t id, FailureSettle how) {
 }
 
 void QueuePipeline::publish_record(Record& r, StageDone done) {
+  // The source delivery is already back with the broker: publishing would make a certain
+  // duplicate of the record it redelivers.
+  if (!source_.is_open())
+    return done({.error = RecordError{"warren::pipeline", "the source channel closed; the broker redelivers the message"}});
   const DestinationOptions& d = *options_.destination;
   const std::string key = d.route ? d.route(r) : d.routing_key;
   const client::Properties props = properties_of(r.metadata, r.headers);
@@ -231,7 +248,8 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
     settle_failed(id, FailureSettle::requeue);
   };
   auto original = m.headers();
-  if (!original) return requeue(original.error().to_string());
+  // Headers that cannot be decoded cannot travel in the envelope; the record still must.
+  if (!original) original = wire::FieldTable{};
   client::Properties base = m.properties();
   base.headers.reset();
   // The source's per-message TTL must not travel on: the record would expire in the
@@ -321,7 +339,9 @@ void QueuePipeline::begin_drain(engine::Duration deadline) {
   std::weak_ptr<QueuePipeline> weak = weak_from_this();
   const engine::Instant give_up = conn_->driver().now() + deadline;
   constexpr auto look_every = std::chrono::milliseconds(100);
-  drain_timer_ = conn_->driver().timer([weak, give_up, look_every] {
+  // A timer that keeps the loop alive: a drain has a deadline and a `done` to run, and on libuv
+  // a lost connection may leave nothing else alive to run it.
+  drain_timer_ = conn_->driver().keepalive_timer([weak, give_up, look_every] {
     auto s = weak.lock();
     if (!s || s->status_.state != State::draining) return;
     const auto now = s->conn_->driver().now();

@@ -1,5 +1,6 @@
 #include "warren/pipeline/topology.hpp"
 
+#include <cstdlib>
 #include <functional>
 
 namespace warren::pipeline {
@@ -30,7 +31,8 @@ Step exchange_step(const ExchangeSpec& e, bool passive) {
 
 Step queue_step(const QueueSpec& q, bool passive) {
   return [q, passive](const client::Channel& c, Answer answer) {
-    c.queue_declare({.name = q.name, .durable = q.durable, .passive = passive, .arguments = q.arguments},
+    c.queue_declare({.name = q.name, .durable = q.durable, .auto_delete = q.auto_delete, .passive = passive,
+                     .arguments = q.arguments},
                     [answer = std::move(answer)](Result<client::QueueDeclared> r) {
                       if (!r) return answer(r.error());
                       answer({});
@@ -123,6 +125,91 @@ void declare_topology(const std::shared_ptr<client::Connection>& connection, con
                           });
   d->done = std::move(done);
   declare_next(d);
+}
+
+namespace {
+
+struct DlxProbe {
+  std::shared_ptr<client::Connection> conn;
+  QueueSpec spec;  // the redeclare: the probe value plus what the 406s taught
+  int tries = 0;
+  client::Callback<std::optional<std::string>> done;
+};
+
+// `text` after `from` up to `to`, or nullopt.
+std::optional<std::string> between(const std::string& text, std::string_view from, std::string_view to,
+                                   std::size_t* end = nullptr) {
+  const auto a = text.find(from);
+  if (a == std::string::npos) return std::nullopt;
+  const auto b = text.find(to, a + from.size());
+  if (b == std::string::npos) return std::nullopt;
+  if (end) *end = b + to.size();
+  return text.substr(a + from.size(), b - a - from.size());
+}
+
+// The queue's own value of an argument, from "... but current is the value '60000' of type
+// 'signedint'" (a string, or any integer type: RabbitMQ compares integers by value).
+std::optional<wire::FieldValue> current_value(const std::string& text) {
+  std::size_t end = 0;
+  auto value = between(text, "but current is the value '", "'", &end);
+  if (!value) return std::nullopt;
+  auto type = between(text.substr(end), " of type '", "'");
+  if (!type) return std::nullopt;
+  if (*type == "longstr") return wire::FieldValue(*value);
+  static constexpr std::string_view ints[] = {"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort",
+                                              "unsignedint"};
+  for (auto t : ints)
+    if (*type == t) {
+      char* stop = nullptr;
+      const long long n = std::strtoll(value->c_str(), &stop, 10);
+      if (stop == value->c_str() || *stop != '\0') return std::nullopt;
+      return wire::FieldValue(static_cast<std::int64_t>(n));
+    }
+  return std::nullopt;
+}
+
+void probe_dead_letter_exchange(const std::shared_ptr<DlxProbe>& p) {
+  on_own_channel(p->conn, queue_step(p->spec, false), [p](Result<void> r) {
+    const auto* sent = p->spec.arguments.find("x-dead-letter-exchange");
+    if (r) return p->done(std::optional<std::string>(std::get<std::string>(sent->value)));
+    const Error& e = r.error();
+    auto unknown = [&] {
+      Error out = e;
+      out.detail = "the dead-letter exchange of queue '" + p->spec.name + "': " + e.detail;
+      p->done(out);
+    };
+    if (e.reply_code != 406 || ++p->tries > 6) return unknown();
+    const auto arg = between(e.detail, "inequivalent arg '", "'");
+    if (!arg) return unknown();
+    if (*arg == "x-dead-letter-exchange") {
+      if (e.detail.ends_with("but current is none")) return p->done(std::optional<std::string>());
+      // "received 'probe' but current is 'X'": the name runs to the text's last quote.
+      const auto at = e.detail.find("but current is '");
+      if (at == std::string::npos || !e.detail.ends_with("'")) return unknown();
+      const auto from = at + std::string_view("but current is '").size();
+      return p->done(std::optional<std::string>(e.detail.substr(from, e.detail.size() - 1 - from)));
+    }
+    if (*arg == "durable" || *arg == "auto_delete") {
+      bool& flag = *arg == "durable" ? p->spec.durable : p->spec.auto_delete;
+      flag = !flag;
+      return probe_dead_letter_exchange(p);
+    }
+    auto value = current_value(e.detail);
+    if (!value) return unknown();
+    p->spec.arguments.set(*arg, std::move(*value));
+    probe_dead_letter_exchange(p);
+  });
+}
+
+}  // namespace
+
+void find_dead_letter_exchange(const std::shared_ptr<client::Connection>& connection, const std::string& queue,
+                               const std::string& expected, client::Callback<std::optional<std::string>> done) {
+  auto p = std::make_shared<DlxProbe>();
+  p->conn = connection;
+  p->spec = {.name = queue, .durable = true, .arguments = {{"x-dead-letter-exchange", expected}}};
+  p->done = std::move(done);
+  probe_dead_letter_exchange(p);
 }
 
 void verify_topology(const std::shared_ptr<client::Connection>& connection, const Topology& topology,

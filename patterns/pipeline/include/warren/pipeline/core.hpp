@@ -133,6 +133,10 @@ struct PipelineOptions {
   ErrorPolicy on_error;         // unset: every failure is dead-lettered
 };
 
+// What `options.on_error` makes of a failure: dead_lettered without a policy; skipped when it
+// says completed (a failed record never counts as completed); rethrow when it throws.
+[[nodiscard]] Outcome outcome_of_failure(const PipelineOptions& options, const Record& record, const RecordError& error);
+
 // The end of one record: its outcome, and the error when it failed.
 struct Finished {
   Outcome outcome = Outcome::completed;

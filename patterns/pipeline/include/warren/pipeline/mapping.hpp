@@ -12,6 +12,8 @@ namespace warren::pipeline {
 
 // The delivery as a record (body, metadata, decoded headers).
 [[nodiscard]] Result<Record> record_from(const client::Message& message);
+// The same without its headers, for a delivery whose headers cannot be decoded.
+[[nodiscard]] Record record_without_headers(const client::Message& message);
 
 // The basic properties to publish `metadata` with, headers included. Views into `metadata`
 // and `headers`: keep both alive for the publish call (it copies the frames).

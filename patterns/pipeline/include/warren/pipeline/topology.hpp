@@ -9,6 +9,7 @@
 // without creating them: verify does not look at them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct ExchangeSpec {
 struct QueueSpec {
   std::string name;
   bool durable = true;
+  bool auto_delete = false;
   wire::FieldTable arguments;  // x-queue-type, x-dead-letter-exchange, x-delivery-limit, ...
 };
 
@@ -56,5 +58,16 @@ struct VerifyOptions {
 // else errc::precondition_failed) listing each problem, or success.
 void verify_topology(const std::shared_ptr<client::Connection>& connection, const Topology& topology,
                      VerifyOptions options, client::Callback<void> done);
+
+// The queue's x-dead-letter-exchange argument, which a passive declare cannot see. The queue
+// is redeclared on throwaway channels with `expected` as that argument, and the 406 read:
+// "current is none" (nullopt: the queue has no DLX), "current is 'X'" (it is X); success means
+// it is `expected`. A 406 about what RabbitMQ compares first (durable, auto_delete, x-expires,
+// x-message-ttl) is answered by the next redeclare taking the queue's own value, at most six
+// times. The connection stays open. A dead-letter exchange set by a policy is not an argument
+// and cannot be seen this way (nullopt). Check that the queue exists first: should it vanish
+// meanwhile, the redeclare creates it (with `expected` as its DLX).
+void find_dead_letter_exchange(const std::shared_ptr<client::Connection>& connection, const std::string& queue,
+                               const std::string& expected, client::Callback<std::optional<std::string>> done);
 
 }  // namespace warren::pipeline
