@@ -171,6 +171,41 @@ TEST_P(MessagingLog, a_stream_reader_cancelled_with_unread_deliveries_keeps_the_
   drop(l);
 }
 
+// Two layers on two connections append at once: the last chunk read back after a confirm is
+// often another appender's, so each append must find its own entry (by its message_id),
+// not take the tip. Every offset returned must hold the body that append wrote.
+TEST_P(MessagingLog, concurrent_appenders_each_get_their_own_entrys_offset) {
+  auto other = connect();
+  auto a = log(layer(), "crowd");
+  auto b = log(layer(other), "crowd");
+  ASSERT_TRUE(wait<void>([&](auto d) { a->declare(d); }).ok());
+  constexpr int per_appender = 40;
+  std::map<std::string, std::uint64_t> answered;
+  std::vector<std::string> errors;
+  for (int i = 0; i < per_appender; ++i)
+    for (auto* l : {&a, &b}) {
+      std::string body = (l == &a ? "a" : "b") + std::to_string(i);
+      (*l)->append(body, [&, body](Result<std::uint64_t> r) {
+        if (!r) return errors.push_back(body + ": " + r.error().to_string());
+        answered[body] = *r;
+      });
+    }
+  ASSERT_TRUE(loop.run_until([&] { return answered.size() + errors.size() == 2 * per_appender; }, 60s));
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  auto page = read(a, {.from = {.position = "first"}});
+  ASSERT_TRUE(page.complete);
+  std::map<std::uint64_t, std::string> at;
+  for (const auto& e : page.entries) at[e.offset] = std::string(e.message.body_text());
+  int wrong = 0;
+  for (const auto& [body, offset] : answered)
+    if (at[offset] != body) {
+      if (++wrong <= 5) ADD_FAILURE() << body << " was told offset " << offset << ", which holds '" << at[offset] << "'";
+    }
+  EXPECT_EQ(wrong, 0);
+  drop(a);
+  close(*other);
+}
+
 TEST_P(MessagingLog, a_changed_stream_max_bytes_is_a_406_on_one_channel_and_the_layer_goes_on) {
   auto m = layer();
   auto l = log(m, "sized");
