@@ -11,6 +11,7 @@
 #include "client_fixture.hpp"
 #include "warren/messaging/direct.hpp"
 #include "warren/messaging/work_queue.hpp"
+#include "warren/wire/properties.hpp"
 
 namespace warren::test {
 namespace {
@@ -223,6 +224,64 @@ TEST_P(MessagingBroker, an_error_too_big_for_the_frame_is_cut_not_allowed_to_bre
   EXPECT_GT(error.size(), 3000u);  // as much as fits
   EXPECT_LT(error.size(), 4096u);
   EXPECT_EQ(error, std::string(error.size(), 'e'));
+  close(*small);
+  drop_work_queue(*q);
+}
+
+// The message's own headers fill the worker's frame (4,096 bytes) so nearly that no retry's
+// headers fit beside them: a retry could never be published, and requeueing it would bring it
+// back forever. It is dead-lettered at once, with only the x-warren-* headers, and says why.
+TEST_P(MessagingBroker, a_message_whose_headers_leave_no_room_for_a_retry_is_dead_lettered_with_only_the_layers_headers) {
+  auto small = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f?frame_max=4096");
+  const WorkQueueOptions options{.name = "fat", .attempts = 3, .backoff = {.base = 100ms, .max = 100ms}};
+  auto sender = work(layer(nullptr, {.queue_type = "classic"}), options);  // frame_max 128 KiB
+  auto q = work(layer(small, {.queue_type = "classic"}), options);
+  // The put's content header made as large as still reaches the worker in one frame.
+  auto header_size = [](std::size_t n) {
+    FieldTable h{{"filler", std::string(n, 'f')}, {"x-warren-attempt", std::int64_t{1}}};
+    client::Properties p{.headers = wire::TableRef(h), .delivery_mode = client::persistent, .message_id = "id-fat"};
+    return *wire::content_header_size(p);
+  };
+  std::size_t n = 3000;
+  while (header_size(n + 1) + 8 <= 4096) ++n;
+  auto sent = wait<void>([&](auto d) {
+    sender->put({.body = "fat", .headers = {{"filler", std::string(n, 'f')}}, .message_id = "id-fat"}, d);
+  });
+  ASSERT_TRUE(sent.ok()) << sent.error().to_string();
+  std::vector<std::string> outcomes;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 auto shared = std::make_shared<WorkItem>(std::move(item));
+                 FieldTable extra{{"x-warren-exit-status", 3}, {"not-ours", "dropped"}};
+                 shared->retry({.error = "it broke", .headers = extra}, [&, shared](Result<Retried> r) {
+                   outcomes.push_back(!r ? r.error().to_string() : r->dead_lettered ? "dead-lettered" : "retried");
+                 });
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  ASSERT_TRUE(loop.run_until([&] { return !outcomes.empty(); }, 10s));
+  EXPECT_EQ(outcomes.front(), "dead-lettered");
+  EXPECT_TRUE(small->is_open());
+  auto ch = open();
+  auto got = wait<std::optional<client::Message>>([&](auto d) { ch.get({.queue = q->dead_letter_queue(), .auto_ack = true}, d); });
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->body_text(), "fat");
+  EXPECT_EQ((*got)->properties().message_id.value_or(""), "id-fat");
+  auto h = (*got)->headers();
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->find("filler"), nullptr);
+  EXPECT_EQ(h->find("not-ours"), nullptr);
+  EXPECT_NE(field_text(*h, "x-warren-reason").find("frame_max 4096"), std::string::npos) << field_text(*h, "x-warren-reason");
+  EXPECT_EQ(field_text(*h, "x-warren-attempts"), "1");
+  EXPECT_EQ(field_text(*h, "x-warren-error"), "it broke");
+  EXPECT_EQ(field_text(*h, "x-warren-exit-status"), "3");
+  EXPECT_EQ(field_text(*h, "x-warren-original-routing-key"), q->queue());
+  EXPECT_EQ(depth(q->queue()), 0u);
+  EXPECT_EQ(outcomes.size(), 1u);  // tried once, not requeued again and again
   close(*small);
   drop_work_queue(*q);
 }

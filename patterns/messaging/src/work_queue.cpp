@@ -26,6 +26,8 @@ bool broker_death_header(std::string_view key) {
   return key == "x-death" || key.starts_with("x-first-death-") || key.starts_with("x-last-death-");
 }
 
+bool warren_header(std::string_view key) { return key.starts_with("x-warren-"); }
+
 // Declares each queue and binds it to `exchange` under its own name, one after another.
 void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::QueueDeclareOptions>> all, std::string exchange,
                  std::size_t i, client::Callback<void> done) {
@@ -93,9 +95,20 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
     });
   }
   const auto delay = retry_delay(queue_->options().backoff, attempt_, queue_->draw());
-  auto original = std::make_shared<client::Message>(std::move(message_));
   options.headers.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_ + 1));
-  queue_->republish(*original, queue_->retry_queue(delay), std::move(options.headers), options.error,
+  // The message's own headers leave no room for a retry's in one frame: republishing it would
+  // fail every time and the message would come back forever. It goes to the dead-letter queue
+  // now, with the layer's headers only (dead_letter() strips the rest).
+  if (!queue_->fits(message_, options.headers, !options.error.empty())) {
+    return dead_letter("its headers leave no room for a retry's within frame_max " +
+                           std::to_string(queue_->layer()->frame_max_bytes()),
+                       std::move(options), [done](Result<void> r) {
+                         if (!r) return done(r.error());
+                         done(Retried{.dead_lettered = true});
+                       });
+  }
+  auto original = std::make_shared<client::Message>(std::move(message_));
+  queue_->republish(*original, queue_->retry_queue(delay), std::move(options.headers), options.error, false,
                     [original, delay, done](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
                       if (auto acked = original->ack(); !acked) return done(acked.error());
@@ -113,7 +126,16 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
   // queue's name, which is the key it was put with).
   if (auto prior = original->headers(); !prior || !prior->find(original_routing_key_header))
     h.set(std::string(original_routing_key_header), std::string(original->routing_key()));
-  queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error,
+  // Headers too big to travel with the layer's in one frame: only the x-warren-* ones go (the
+  // message's other headers are dropped, and the reason says so), or it could never leave.
+  const bool only_ours = !queue_->fits(*original, h, !options.error.empty());
+  if (only_ours) {
+    const auto* why = h.find(reason_header);
+    std::string text = why ? std::get<std::string>(why->value) : std::string();
+    h.set(std::string(reason_header), text + "; its other headers did not fit frame_max " +
+                                          std::to_string(queue_->layer()->frame_max_bytes()) + " and were dropped");
+  }
+  queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error, only_ours,
                     [original, done](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
                       done(original->ack());
@@ -221,13 +243,34 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
   });
 }
 
-void WorkQueue::republish(const client::Message& original, std::string routing_key, client::FieldTable add,
-                          std::string_view error, client::Callback<void> done) {
-  auto headers = std::make_shared<client::FieldTable>();
+client::FieldTable WorkQueue::republished_headers(const client::Message& original, const client::FieldTable& add,
+                                                  bool only_ours) {
+  client::FieldTable headers;
   if (auto prior = original.headers(); prior)
     for (auto& e : prior->entries)
-      if (!broker_death_header(e.key)) headers->entries.push_back(e);
-  for (auto& e : add.entries) headers->set(e.key, e.value);
+      if (!broker_death_header(e.key) && (!only_ours || warren_header(e.key))) headers.entries.push_back(e);
+  for (auto& e : add.entries)
+    if (!only_ours || warren_header(e.key)) headers.set(e.key, e.value);
+  return headers;
+}
+
+bool WorkQueue::fits(const client::Message& original, const client::FieldTable& add, bool with_error) const {
+  auto headers = republished_headers(original, add, false);
+  if (with_error) headers.set(std::string(error_header), std::string());
+  client::Properties properties = original.properties();
+  properties.expiration.reset();
+  properties.delivery_mode = client::persistent;
+  properties.headers = wire::TableRef(headers);
+  auto size = wire::content_header_size(properties);
+  if (!size) return false;
+  const auto frame_max = layer_->frame_max_bytes();
+  constexpr std::size_t frame_overhead = 8;  // type, channel, size, frame-end
+  return frame_max == 0 || *size + frame_overhead <= frame_max;
+}
+
+void WorkQueue::republish(const client::Message& original, std::string routing_key, client::FieldTable add,
+                          std::string_view error, bool only_ours, client::Callback<void> done) {
+  auto headers = std::make_shared<client::FieldTable>(republished_headers(original, add, only_ours));
   // The properties as they were (views into `original`, which the caller keeps alive until
   // the publish returned), with the new headers, persistent, and no per-message expiration.
   auto properties = std::make_shared<client::Properties>(original.properties());

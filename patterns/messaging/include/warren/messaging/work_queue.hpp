@@ -113,8 +113,14 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
                client::Callback<std::shared_ptr<Subscription>> done);
 
   // ---- for WorkItem
+  // `only_ours`: of the message's headers and `headers`, only the x-warren-* ones are kept.
   void republish(const client::Message& original, std::string routing_key, client::FieldTable headers,
-                 std::string_view error, client::Callback<void> done);
+                 std::string_view error, bool only_ours, client::Callback<void> done);
+  // The message republished with `add` over its headers (and an x-warren-error when
+  // `with_error`, cut to what is left) fits one content header frame.
+  [[nodiscard]] bool fits(const client::Message& original, const client::FieldTable& add, bool with_error) const;
+  [[nodiscard]] static client::FieldTable republished_headers(const client::Message& original,
+                                                             const client::FieldTable& add, bool only_ours);
   [[nodiscard]] double draw();
 
  private:
