@@ -171,12 +171,12 @@ class RunJob final : public WorkJob {
     if (done_ || failed()) return;
     if (!r.failure.empty()) return fail_text("exec", r.failure);
     if (r.exit_status == 0) {
-      if (auto ok = item->done(); !ok) return fail("ack", ok.error());
+      if (auto ok = item->done(); !ok) return unsettled("ack", *item, ok.error());
       print("done", *item);
       return counted();
     }
     if (r.exit_status == exit_release) {
-      if (auto ok = item->release(); !ok) return fail("release", ok.error());
+      if (auto ok = item->release(); !ok) return unsettled("release", *item, ok.error());
       return print("release", *item);
     }
     // The line and attempt are printed from what the item was, before retry() moves it on.
@@ -186,11 +186,24 @@ class RunJob final : public WorkJob {
     item->retry({.error = r.last_error_line, .headers = extra},
                 [this, item, attempt, id](Result<messaging::Retried> how) {
                   if (done_ || failed()) return;
-                  if (!how) return fail("retry " + id, how.error());
+                  if (!how) return unsettled_id("retry", id, how.error());
                   std::cout << (how->dead_lettered ? "dead-letter " : "retry ") << id << " attempt=" << attempt << '\n';
                   std::cout.flush();
                   if (how->dead_lettered) counted();
                 });
+  }
+
+  // A settle that failed because a channel closed under it (the consumer's, after a 404 or
+  // 406, or the layer's control channel mid-republish) is not the run's end: the broker
+  // redelivers what was not settled, and the layer subscribes again. One line on stderr, no
+  // outcome line; anything else (the connection gone) ends the run.
+  void unsettled(std::string_view what, const messaging::WorkItem& item, const Error& e) {
+    unsettled_id(what, std::string(item.message_id().empty() ? "-" : item.message_id()), e);
+  }
+  void unsettled_id(std::string_view what, const std::string& id, const Error& e) {
+    if (e.code != make_error_code(errc::channel_closed) || !conn_ || !conn_->is_open())
+      return fail(std::string(what) + " " + id, e);
+    std::cerr << "warren: " << what << ' ' << id << ": " << e.detail << " (the broker redelivers it)\n";
   }
 
   void timed_out() {
