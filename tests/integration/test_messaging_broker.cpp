@@ -286,6 +286,71 @@ TEST_P(MessagingBroker, a_message_whose_headers_leave_no_room_for_a_retry_is_dea
   drop_work_queue(*q);
 }
 
+// The broker's version comes from connection.start's server-properties: the same as
+// rabbitmqctl reports, and on this machine RabbitMQ 3.10 (shared/reference/broker/BROKER.md).
+TEST_P(MessagingBroker, the_broker_version_is_read_from_server_properties) {
+  const auto version = conn->broker_version();
+  ASSERT_TRUE(version.has_value());
+  const auto ctl = rabbitmqctl("version");
+  const auto expected = client::parse_broker_version(ctl);
+  ASSERT_TRUE(expected.has_value()) << ctl;
+  EXPECT_EQ(*version, *expected) << ctl;
+  EXPECT_EQ(version->major, 3u);
+  EXPECT_EQ(version->minor, 10u);
+  const auto* product = conn->server_properties().find("product");
+  ASSERT_NE(product, nullptr);
+  EXPECT_EQ(std::get<std::string>(product->value), "RabbitMQ");
+  EXPECT_EQ(layer()->broker_version(), version);
+}
+
+// A connection that says it is RabbitMQ 4.1 (where a quorum queue counts every return, a
+// release's nack included, and dead-letters at 20): a message the broker counted 10 returns
+// for is released as a fresh copy, so the count starts again and the attempt is unchanged.
+// On the real 3.10 underneath, the count is visible as x-delivery-count.
+class Claims41 final : public ChannelSource {
+ public:
+  explicit Claims41(std::shared_ptr<client::Connection> c) : c_(std::move(c)) {}
+  void open_channel(client::Callback<client::Channel> done) override { c_->open_channel(std::move(done)); }
+  [[nodiscard]] bool is_open() const override { return c_->is_open(); }
+  [[nodiscard]] std::uint32_t frame_max_bytes() const override { return c_->frame_max_bytes(); }
+  [[nodiscard]] client::Driver& driver() const override { return c_->driver(); }
+  [[nodiscard]] std::optional<client::BrokerVersion> broker_version() const override { return client::BrokerVersion{4, 1, 0}; }
+
+ private:
+  std::shared_ptr<client::Connection> c_;
+};
+
+TEST_P(MessagingBroker, on_4_0_to_4_2_a_much_returned_release_goes_back_as_a_fresh_copy) {
+  auto m = Messaging::create(std::make_unique<Claims41>(conn), {.prefix = prefix});
+  ASSERT_TRUE(m.ok());
+  auto q = work(*m, {.name = "released"});
+  put(q, "again", "id-again");
+  std::vector<std::string> seen;  // x-delivery-count (0: none) and attempt of each delivery
+  bool finished = false;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 auto h = item.message().headers();
+                 const auto count = h.ok() && h->find("x-delivery-count") ? field_text(*h, "x-delivery-count") : "0";
+                 seen.push_back(count + "/" + std::to_string(item.attempt()));
+                 if (seen.size() == 13) {
+                   finished = true;
+                   return (void)item.done();
+                 }
+                 EXPECT_TRUE(item.release().ok());
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  ASSERT_TRUE(loop.run_until([&] { return finished; }, 20s));
+  EXPECT_EQ(seen, (std::vector<std::string>{"0/1", "1/1", "2/1", "3/1", "4/1", "5/1", "6/1", "7/1", "8/1", "9/1", "10/1",
+                                            "0/1", "1/1"}));
+  EXPECT_EQ(depth(q->queue()), 0u);
+  drop_work_queue(*q);
+}
+
 TEST_P(MessagingBroker, a_workers_unacked_message_is_redelivered_after_its_connection_dies) {
   auto doomed = connect();
   auto dying = layer(doomed);

@@ -23,7 +23,15 @@ std::optional<std::int64_t> integer_of(const wire::FieldValue& v) {
 // from a republish so they neither grow nor count against the frame (RabbitMQ 4 ignores
 // them in a client's publish anyway).
 bool broker_death_header(std::string_view key) {
-  return key == "x-death" || key.starts_with("x-first-death-") || key.starts_with("x-last-death-");
+  return key == "x-death" || key.starts_with("x-first-death-") || key.starts_with("x-last-death-") ||
+         key == "x-delivery-count";  // a quorum queue's count of returns: a republish starts it again
+}
+
+std::int64_t delivery_count(const client::Message& m) {
+  if (auto h = m.headers(); h)
+    if (const auto* v = h->find("x-delivery-count"))
+      if (auto n = integer_of(*v)) return *n;
+  return 0;
 }
 
 bool warren_header(std::string_view key) { return key.starts_with("x-warren-"); }
@@ -85,7 +93,22 @@ std::string_view WorkItem::message_id() const noexcept {
 
 Result<void> WorkItem::done() { return message_.ack(); }
 
-Result<void> WorkItem::release() { return message_.nack({.requeue = true}); }
+bool release_refreshes(std::optional<client::BrokerVersion> broker, std::int64_t delivery_count) noexcept {
+  return broker && *broker >= client::BrokerVersion{4, 0, 0} && *broker < client::BrokerVersion{4, 3, 0} &&
+         delivery_count >= release_refresh_count;
+}
+
+Result<void> WorkItem::release() {
+  if (!release_refreshes(queue_->layer()->broker_version(), delivery_count(message_)))
+    return message_.nack({.requeue = true});
+  auto original = std::make_shared<client::Message>(std::move(message_));
+  client::FieldTable same{{std::string(attempt_header), static_cast<std::int64_t>(attempt_)}};
+  queue_->republish(*original, queue_->queue(), std::move(same), {}, false, [original](Result<void> r) {
+    if (!r) return unconfirmed(*original, r.error(), client::Callback<void>([](Result<void>) {}));
+    (void)original->ack();
+  });
+  return {};
+}
 
 void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
   if (attempt_ >= queue_->options().attempts) {

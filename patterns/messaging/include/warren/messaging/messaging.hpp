@@ -50,6 +50,9 @@ class ChannelSource {
   [[nodiscard]] virtual bool is_open() const = 0;
   [[nodiscard]] virtual std::uint32_t frame_max_bytes() const = 0;
   [[nodiscard]] virtual client::Driver& driver() const = 0;
+  // The broker's version (server-properties), where behaviour differs by release; nothing
+  // when unknown (then the layer behaves as on 3.x).
+  [[nodiscard]] virtual std::optional<client::BrokerVersion> broker_version() const { return std::nullopt; }
 };
 
 class Subscription;
@@ -87,6 +90,7 @@ class Messaging : public std::enable_shared_from_this<Messaging> {
   [[nodiscard]] client::Driver& driver() const { return source_->driver(); }
   [[nodiscard]] std::uint32_t frame_max_bytes() const { return source_->frame_max_bytes(); }
   [[nodiscard]] bool connection_open() const { return source_->is_open(); }
+  [[nodiscard]] std::optional<client::BrokerVersion> broker_version() const { return source_->broker_version(); }
   // A fresh random UUID (version 4) as text: message ids, inbox names.
   [[nodiscard]] std::string make_uuid();
 
