@@ -7,8 +7,8 @@
 #include <mutex>
 #include <thread>
 
-#include "child.hpp"
 #include "commands.hpp"
+#include "shell.hpp"
 #include "values.hpp"
 #include "warren/messaging/work_queue.hpp"
 
@@ -104,7 +104,7 @@ class RunJob final : public WorkJob {
  public:
   using WorkJob::WorkJob;
   ~RunJob() override {  // commands still running when the run ended: stop them, then wait
-    kill_running_shells();
+    shell::kill_running();
     std::unique_lock lock(children_mutex_);
     children_done_.wait(lock, [this] { return running_ == 0; });
   }
@@ -145,7 +145,9 @@ class RunJob final : public WorkJob {
       ++running_;
     }
     std::thread([this, &d, shared, env = std::move(env), body = std::move(body)] {
-      auto result = std::make_shared<ChildResult>(run_shell(args_->exec, body, env));
+      // Its output goes to warren's stderr, never among the result lines; its last error line is kept.
+      auto result = std::make_shared<shell::Outcome>(
+          shell::run({.command = args_->exec, .input = body, .environment = env, .capture_output = false, .echo_errors = true}));
       d.post([this, shared, result] { finished(shared, *result); });
       std::lock_guard lock(children_mutex_);
       --running_;
@@ -167,7 +169,7 @@ class RunJob final : public WorkJob {
     }
   }
 
-  void finished(const std::shared_ptr<messaging::WorkItem>& item, const ChildResult& r) {
+  void finished(const std::shared_ptr<messaging::WorkItem>& item, const shell::Outcome& r) {
     if (done_ || failed()) return;
     if (!r.failure.empty()) return fail_text("exec", r.failure);
     if (r.exit_status == 0) {
