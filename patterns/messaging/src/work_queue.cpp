@@ -192,7 +192,7 @@ double WorkQueue::draw() {
   return std::uniform_real_distribution<double>(0, 1)(random_);
 }
 
-void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> done) {
+void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> done, bool with_levels) {
   const auto& type = layer_->options().queue_type;
   // Everything goes through "<prefix>.direct" with the queue's name as the routing key, never
   // the default exchange: a user allowed only the names under "<prefix>." can run it (a
@@ -205,7 +205,7 @@ void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> don
                   .durable = true,
                   .arguments = {{"x-queue-type", type}, {"x-dead-letter-exchange", exchange}, {"x-dead-letter-routing-key", dlq_}}});
   all->push_back({.name = dlq_, .durable = true, .arguments = {{"x-queue-type", type}}});
-  for (auto level : delay_levels(options_.backoff))
+  for (auto level : with_levels ? delay_levels(options_.backoff) : std::vector<std::chrono::milliseconds>{})
     all->push_back({.name = retry_queue(level),
                     .durable = true,
                     .arguments = {{"x-queue-type", "classic"},
@@ -347,15 +347,26 @@ void WorkQueue::consume(WorkerOptions options, std::function<void(WorkItem)> on_
        .setup = [weak](const client::Channel& ch, client::Callback<void> d) {
          auto self = weak.lock();
          if (!self) return d(make_error(errc::invalid_argument, "the work queue is gone"));
-         self->declare_on(ch, std::move(d));
+         // Only what a worker cannot do without: the retry levels are classic queues, and a
+         // declare of one whose node is down is a 404 that would close this channel and keep
+         // the worker from a quorum queue that is still there. They are declared apart below.
+         self->declare_on(ch, std::move(d), false);
        },
        .on_delivery = [weak, on_item](const client::Delivery& d) {
          if (auto self = weak.lock()) on_item(WorkItem(self, d.take()));
        }},
-      [holder, done](Result<void> r) {
+      [weak, holder, done](Result<void> r) {
         auto s = std::move(*holder);
         if (!r) return done(r.error());
-        done(std::move(s));
+        // Then the retry levels, on the control channel: a level that cannot be declared now
+        // (its node is down) is reported, not fatal; a retry into it fails unconfirmed and
+        // leaves the message in the work queue, to be tried again.
+        auto self = weak.lock();
+        if (!self) return done(std::move(s));
+        self->declare([layer = self->layer_, queue = self->queue_, s, done](Result<void> declared) {
+          if (!declared) layer->report({.what = "retry-levels", .subject = queue, .cause = declared.error()});
+          done(s);
+        });
       });
 }
 

@@ -26,7 +26,8 @@ namespace warren::messaging {
 
 // Something the layer reports once per episode: "consumer.closed" (a subscription lost its
 // channel or its queue and will subscribe again), "consumer.recovered", "connection" (the
-// connection closed: every subscription is unhealthy for good).
+// connection closed: every subscription is unhealthy for good), "retry-levels" (a worker's
+// work queue could not declare its retry queues, e.g. their node is down).
 struct Event {
   std::string what;
   std::string subject;  // the queue, where there is one

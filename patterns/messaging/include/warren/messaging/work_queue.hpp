@@ -128,7 +128,7 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
 
  private:
   WorkQueue(std::shared_ptr<Messaging> layer, WorkQueueOptions options);
-  void declare_on(const client::Channel& ch, client::Callback<void> done);
+  void declare_on(const client::Channel& ch, client::Callback<void> done, bool with_levels = true);
 
   std::shared_ptr<Messaging> layer_;
   WorkQueueOptions options_;
