@@ -339,35 +339,35 @@ void WorkQueue::consume(WorkerOptions options, std::function<void(WorkItem)> on_
                         client::Callback<std::shared_ptr<Subscription>> done) {
   if (options.prefetch == 0) return done(make_error(errc::invalid_argument, "prefetch must be at least 1"));
   std::weak_ptr<WorkQueue> weak = weak_from_this();
-  auto holder = std::make_shared<std::shared_ptr<Subscription>>();
-  *holder = Subscription::start(
-      layer_,
-      {.queue = queue_,
-       .prefetch = options.prefetch,
-       .setup = [weak](const client::Channel& ch, client::Callback<void> d) {
-         auto self = weak.lock();
-         if (!self) return d(make_error(errc::invalid_argument, "the work queue is gone"));
-         // Only what a worker cannot do without: the retry levels are classic queues, and a
-         // declare of one whose node is down is a 404 that would close this channel and keep
-         // the worker from a quorum queue that is still there. They are declared apart below.
-         self->declare_on(ch, std::move(d), false);
-       },
-       .on_delivery = [weak, on_item](const client::Delivery& d) {
-         if (auto self = weak.lock()) on_item(WorkItem(self, d.take()));
-       }},
-      [weak, holder, done](Result<void> r) {
-        auto s = std::move(*holder);
-        if (!r) return done(r.error());
-        // Then the retry levels, on the control channel: a level that cannot be declared now
-        // (its node is down) is reported, not fatal; a retry into it fails unconfirmed and
-        // leaves the message in the work queue, to be tried again.
-        auto self = weak.lock();
-        if (!self) return done(std::move(s));
-        self->declare([layer = self->layer_, queue = self->queue_, s, done](Result<void> declared) {
-          if (!declared) layer->report({.what = "retry-levels", .subject = queue, .cause = declared.error()});
-          done(s);
+  // First the retry levels (this worker's backoff may name levels no put declared), on the
+  // control channel: a level that cannot be declared now (its node is down) is reported, not
+  // fatal; a retry into it fails unconfirmed and leaves the message in the work queue.
+  declare([weak, options, on_item, done](Result<void> declared) {
+    auto self = weak.lock();
+    if (!self) return done(make_error(errc::invalid_argument, "the work queue is gone"));
+    if (!declared) self->layer_->report({.what = "retry-levels", .subject = self->queue_, .cause = declared.error()});
+    auto holder = std::make_shared<std::shared_ptr<Subscription>>();
+    *holder = Subscription::start(
+        self->layer_,
+        {.queue = self->queue_,
+         .prefetch = options.prefetch,
+         .setup = [weak](const client::Channel& ch, client::Callback<void> d) {
+           auto self = weak.lock();
+           if (!self) return d(make_error(errc::invalid_argument, "the work queue is gone"));
+           // Only what a worker cannot do without: the retry levels are classic queues, and a
+           // declare of one whose node is down is a 404 that would close this channel and
+           // keep the worker from a quorum queue that is still there.
+           self->declare_on(ch, std::move(d), false);
+         },
+         .on_delivery = [weak, on_item](const client::Delivery& d) {
+           if (auto self = weak.lock()) on_item(WorkItem(self, d.take()));
+         }},
+        [holder, done](Result<void> r) {
+          auto s = std::move(*holder);
+          if (!r) return done(r.error());
+          done(std::move(s));
         });
-      });
+  });
 }
 
 }  // namespace warren::messaging
