@@ -212,6 +212,7 @@ void Connection::dispatch(const engine::Event& event) {
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<E, engine::Connected>) {
+          if (e.server_properties) server_properties_ = *e.server_properties;
           ready_reported_ = true;
           if (on_ready_) on_ready_(Result<void>());
         } else if constexpr (std::is_same_v<E, engine::Closed>) {

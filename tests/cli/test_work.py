@@ -160,6 +160,46 @@ class Work(unittest.TestCase):
         self.assertEqual(dead, {"m0", "m3", "m6", "m9"})
         self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
 
+    def test_an_ack_on_a_channel_the_broker_closed_does_not_end_the_run(self):
+        # While the command runs, its queue is deleted and declared again with other arguments:
+        # the broker cancels the consumer, and the layer's declare before it consumes again
+        # gets 406, which closes the worker's channel. The command then exits 0: the ack has
+        # no channel. The run goes on (the broker redelivers what was not settled) and, once
+        # the queue is right again, handles the next message.
+        q = "closed"
+        queue = f"{self.prefix}.{q}"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "first"))
+        started, go = f"/tmp/{self.prefix}.started", f"/tmp/{self.prefix}.go"
+        for f in (started, go):
+            self.addCleanup(lambda f=f: os.path.exists(f) and os.remove(f))
+        cmd = (f'b=$(cat); [ "$b" = first ] || exit 0; touch {started}; '
+               f'while [ ! -e {go} ]; do sleep 0.05; done; exit 0')
+        run = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec", cmd,
+                                "--count", "1", "--timeout", "30", "--url", URL],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            for _ in range(200):
+                if os.path.exists(started):
+                    break
+                time.sleep(0.05)
+            self.assertTrue(os.path.exists(started), "the command never started")
+            self.channel.queue_delete(queue)
+            self.channel.queue_declare(queue, durable=True)  # classic, no arguments: the layer's gets 406
+            time.sleep(1.0)  # the layer's first resubscribe (within 100 ms) meets the 406
+            open(go, "w").close()
+            time.sleep(0.5)  # the command exits 0; the ack finds its channel gone
+            self.assertIsNone(run.poll(), "the run ended at the failed ack")
+            self.channel.queue_delete(queue)  # the layer's next try declares it as it should be
+            self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "second"))
+            out, err = run.communicate(timeout=40)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        self.assertEqual(run.returncode, 0, err.decode(errors="replace"))
+        self.assertEqual(self.lines(out.decode()), [("done", "attempt=1")])
+        self.assertIn("the broker redelivers it", err.decode())
+
     def test_timeout_and_usage_errors(self):
         r = warren("work", "run", "--queue", "idle", "--prefix", self.prefix, "--exec", "true", "--count", "1",
                    "--timeout", "1")

@@ -66,6 +66,7 @@ class FakeBroker {
     bool hold_confirms = false;  // take publishes but never ack them
     BrokerWorld* world = nullptr;  // set: the model broker (see the file's first comment)
     std::uint16_t heartbeat_s = 0;  // proposed in connection.tune; the model broker sends them
+    std::string version;  // set: server-properties "version" in connection.start
   };
   explicit FakeBroker(Config config) : config_(config) {
     if (config_.world) config_.world->brokers.push_back(this);
@@ -216,6 +217,7 @@ class FakeBroker {
     if (f.type == wire::FrameType::protocol_header) {
       wire::FieldTable props;
       props.set("product", std::string("fake"));
+      if (!config_.version.empty()) props.set("version", config_.version);
       send(0, wire::ConnectionStart{0, 9, props, "PLAIN AMQPLAIN", "en_US"});
       return;
     }
@@ -410,6 +412,7 @@ class FakeBroker {
     if (f.type == wire::FrameType::protocol_header) {
       wire::FieldTable props;
       props.set("product", std::string("fake"));
+      if (!config_.version.empty()) props.set("version", config_.version);
       send(0, wire::ConnectionStart{0, 9, props, "PLAIN AMQPLAIN", "en_US"});
       return;
     }

@@ -247,6 +247,43 @@ TEST_F(ConnectionTest, a_publish_times_out_at_its_own_or_its_channels_deadline) 
 
 // ---- the handles against the model broker (queues, deliveries, settles, channel.close)
 
+TEST_F(ConnectionTest, the_brokers_server_properties_and_version_are_kept_from_connection_start) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  driver.broker_configs[5001] = {.version = "3.10.8"};
+  auto c = dial("amqp://guest:guest@fake:5001");
+  EXPECT_TRUE(c->server_properties().entries.empty());  // nothing before the handshake
+  EXPECT_FALSE(c->broker_version().has_value());
+  driver.run();
+  ASSERT_EQ(ready.last, "ok");
+  const auto* product = c->server_properties().find("product");
+  ASSERT_NE(product, nullptr);
+  EXPECT_EQ(std::get<std::string>(product->value), "fake");
+  ASSERT_TRUE(c->broker_version().has_value());
+  EXPECT_EQ(*c->broker_version(), (client::BrokerVersion{3, 10, 8}));
+  EXPECT_LT(*c->broker_version(), (client::BrokerVersion{3, 13, 0}));
+}
+
+TEST_F(ConnectionTest, a_broker_that_names_no_version_has_none) {
+  auto c = connected();
+  ASSERT_NE(c->server_properties().find("product"), nullptr);
+  EXPECT_FALSE(c->broker_version().has_value());
+}
+
+TEST(BrokerVersion, is_read_as_numbers_and_anything_after_them_is_ignored) {
+  using client::BrokerVersion;
+  using client::parse_broker_version;
+  EXPECT_EQ(parse_broker_version("3.10.8"), (BrokerVersion{3, 10, 8}));
+  EXPECT_EQ(parse_broker_version("4.1"), (BrokerVersion{4, 1, 0}));
+  EXPECT_EQ(parse_broker_version("4.2.0-rc.1"), (BrokerVersion{4, 2, 0}));
+  EXPECT_EQ(parse_broker_version("3.13.7+1.g0a1b2c"), (BrokerVersion{3, 13, 7}));
+  EXPECT_FALSE(parse_broker_version("").has_value());
+  EXPECT_FALSE(parse_broker_version("4").has_value());
+  EXPECT_FALSE(parse_broker_version("v4.1.0").has_value());
+  EXPECT_FALSE(parse_broker_version("4.x").has_value());
+  EXPECT_LT((BrokerVersion{3, 12, 14}), (BrokerVersion{3, 13, 0}));
+  EXPECT_LT((BrokerVersion{3, 13, 0}), (BrokerVersion{4, 0, 0}));
+}
+
 class HandleTest : public ConnectionTest {
  protected:
   BrokerWorld world;

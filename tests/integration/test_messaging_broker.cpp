@@ -11,6 +11,7 @@
 #include "client_fixture.hpp"
 #include "warren/messaging/direct.hpp"
 #include "warren/messaging/work_queue.hpp"
+#include "warren/wire/properties.hpp"
 
 namespace warren::test {
 namespace {
@@ -224,6 +225,129 @@ TEST_P(MessagingBroker, an_error_too_big_for_the_frame_is_cut_not_allowed_to_bre
   EXPECT_LT(error.size(), 4096u);
   EXPECT_EQ(error, std::string(error.size(), 'e'));
   close(*small);
+  drop_work_queue(*q);
+}
+
+// The message's own headers fill the worker's frame (4,096 bytes) so nearly that no retry's
+// headers fit beside them: a retry could never be published, and requeueing it would bring it
+// back forever. It is dead-lettered at once, with only the x-warren-* headers, and says why.
+TEST_P(MessagingBroker, a_message_whose_headers_leave_no_room_for_a_retry_is_dead_lettered_with_only_the_layers_headers) {
+  auto small = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f?frame_max=4096");
+  const WorkQueueOptions options{.name = "fat", .attempts = 3, .backoff = {.base = 100ms, .max = 100ms}};
+  auto sender = work(layer(nullptr, {.queue_type = "classic"}), options);  // frame_max 128 KiB
+  auto q = work(layer(small, {.queue_type = "classic"}), options);
+  // The put's content header made as large as still reaches the worker in one frame.
+  auto header_size = [](std::size_t n) {
+    FieldTable h{{"filler", std::string(n, 'f')}, {"x-warren-attempt", std::int64_t{1}}};
+    client::Properties p{.headers = wire::TableRef(h), .delivery_mode = client::persistent, .message_id = "id-fat"};
+    return *wire::content_header_size(p);
+  };
+  std::size_t n = 3000;
+  while (header_size(n + 1) + 8 <= 4096) ++n;
+  auto sent = wait<void>([&](auto d) {
+    sender->put({.body = "fat", .headers = {{"filler", std::string(n, 'f')}}, .message_id = "id-fat"}, d);
+  });
+  ASSERT_TRUE(sent.ok()) << sent.error().to_string();
+  std::vector<std::string> outcomes;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 auto shared = std::make_shared<WorkItem>(std::move(item));
+                 FieldTable extra{{"x-warren-exit-status", 3}, {"not-ours", "dropped"}};
+                 shared->retry({.error = "it broke", .headers = extra}, [&, shared](Result<Retried> r) {
+                   outcomes.push_back(!r ? r.error().to_string() : r->dead_lettered ? "dead-lettered" : "retried");
+                 });
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  ASSERT_TRUE(loop.run_until([&] { return !outcomes.empty(); }, 10s));
+  EXPECT_EQ(outcomes.front(), "dead-lettered");
+  EXPECT_TRUE(small->is_open());
+  auto ch = open();
+  auto got = wait<std::optional<client::Message>>([&](auto d) { ch.get({.queue = q->dead_letter_queue(), .auto_ack = true}, d); });
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->body_text(), "fat");
+  EXPECT_EQ((*got)->properties().message_id.value_or(""), "id-fat");
+  auto h = (*got)->headers();
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->find("filler"), nullptr);
+  EXPECT_EQ(h->find("not-ours"), nullptr);
+  EXPECT_NE(field_text(*h, "x-warren-reason").find("frame_max 4096"), std::string::npos) << field_text(*h, "x-warren-reason");
+  EXPECT_EQ(field_text(*h, "x-warren-attempts"), "1");
+  EXPECT_EQ(field_text(*h, "x-warren-error"), "it broke");
+  EXPECT_EQ(field_text(*h, "x-warren-exit-status"), "3");
+  EXPECT_EQ(field_text(*h, "x-warren-original-routing-key"), q->queue());
+  EXPECT_EQ(depth(q->queue()), 0u);
+  EXPECT_EQ(outcomes.size(), 1u);  // tried once, not requeued again and again
+  close(*small);
+  drop_work_queue(*q);
+}
+
+// The broker's version comes from connection.start's server-properties: the same as
+// rabbitmqctl reports, and on this machine RabbitMQ 3.10 (shared/reference/broker/BROKER.md).
+TEST_P(MessagingBroker, the_broker_version_is_read_from_server_properties) {
+  const auto version = conn->broker_version();
+  ASSERT_TRUE(version.has_value());
+  const auto ctl = rabbitmqctl("version");
+  const auto expected = client::parse_broker_version(ctl);
+  ASSERT_TRUE(expected.has_value()) << ctl;
+  EXPECT_EQ(*version, *expected) << ctl;
+  EXPECT_EQ(version->major, 3u);
+  EXPECT_EQ(version->minor, 10u);
+  const auto* product = conn->server_properties().find("product");
+  ASSERT_NE(product, nullptr);
+  EXPECT_EQ(std::get<std::string>(product->value), "RabbitMQ");
+  EXPECT_EQ(layer()->broker_version(), version);
+}
+
+// A connection that says it is RabbitMQ 4.1 (where a quorum queue counts every return, a
+// release's nack included, and dead-letters at 20): a message the broker counted 10 returns
+// for is released as a fresh copy, so the count starts again and the attempt is unchanged.
+// On the real 3.10 underneath, the count is visible as x-delivery-count.
+class Claims41 final : public ChannelSource {
+ public:
+  explicit Claims41(std::shared_ptr<client::Connection> c) : c_(std::move(c)) {}
+  void open_channel(client::Callback<client::Channel> done) override { c_->open_channel(std::move(done)); }
+  [[nodiscard]] bool is_open() const override { return c_->is_open(); }
+  [[nodiscard]] std::uint32_t frame_max_bytes() const override { return c_->frame_max_bytes(); }
+  [[nodiscard]] client::Driver& driver() const override { return c_->driver(); }
+  [[nodiscard]] std::optional<client::BrokerVersion> broker_version() const override { return client::BrokerVersion{4, 1, 0}; }
+
+ private:
+  std::shared_ptr<client::Connection> c_;
+};
+
+TEST_P(MessagingBroker, on_4_0_to_4_2_a_much_returned_release_goes_back_as_a_fresh_copy) {
+  auto m = Messaging::create(std::make_unique<Claims41>(conn), {.prefix = prefix});
+  ASSERT_TRUE(m.ok());
+  auto q = work(*m, {.name = "released"});
+  put(q, "again", "id-again");
+  std::vector<std::string> seen;  // x-delivery-count (0: none) and attempt of each delivery
+  bool finished = false;
+  std::shared_ptr<Subscription> worker;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 auto h = item.message().headers();
+                 const auto count = h.ok() && h->find("x-delivery-count") ? field_text(*h, "x-delivery-count") : "0";
+                 seen.push_back(count + "/" + std::to_string(item.attempt()));
+                 if (seen.size() == 13) {
+                   finished = true;
+                   return (void)item.done();
+                 }
+                 EXPECT_TRUE(item.release().ok());
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  worker = *started;
+  ASSERT_TRUE(loop.run_until([&] { return finished; }, 20s));
+  EXPECT_EQ(seen, (std::vector<std::string>{"0/1", "1/1", "2/1", "3/1", "4/1", "5/1", "6/1", "7/1", "8/1", "9/1", "10/1",
+                                            "0/1", "1/1"}));
+  EXPECT_EQ(depth(q->queue()), 0u);
   drop_work_queue(*q);
 }
 

@@ -75,3 +75,22 @@ TEST(LogGap, a_jump_is_a_gap_only_when_the_asked_offset_is_below_the_oldest_reta
 
 }  // namespace
 }  // namespace warren::messaging
+
+namespace warren::messaging {
+namespace {
+
+// Only RabbitMQ 4.0-4.2 count a release's nack toward their default delivery limit of 20:
+// there, and only from release_refresh_count returns on, a release sends a fresh copy.
+TEST(ReleaseRefresh, only_on_4_0_to_4_2_and_only_once_the_broker_counted_enough_returns) {
+  using client::BrokerVersion;
+  EXPECT_FALSE(release_refreshes(std::nullopt, 100));
+  EXPECT_FALSE(release_refreshes(BrokerVersion{3, 10, 8}, 100));
+  EXPECT_FALSE(release_refreshes(BrokerVersion{3, 13, 7}, 100));
+  EXPECT_FALSE(release_refreshes(BrokerVersion{4, 0, 0}, release_refresh_count - 1));
+  EXPECT_TRUE(release_refreshes(BrokerVersion{4, 0, 0}, release_refresh_count));
+  EXPECT_TRUE(release_refreshes(BrokerVersion{4, 2, 9}, 19));
+  EXPECT_FALSE(release_refreshes(BrokerVersion{4, 3, 0}, 100));
+}
+
+}  // namespace
+}  // namespace warren::messaging

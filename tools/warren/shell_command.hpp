@@ -1,6 +1,6 @@
-// Runs `/bin/sh -c COMMAND` with bytes on its standard input and collects its standard output
-// (warren pipe's --exec). Blocking: called on a worker thread, never on the loop. The child
-// gets the default signal dispositions and an empty signal mask, whatever warren set.
+// warren pipe's --exec: `/bin/sh -c COMMAND` through shell.hpp (as work run's), its standard
+// output collected, and a failure as the record's error. Blocking: called on a worker thread,
+// never on the loop.
 #pragma once
 
 #include <stdexcept>

@@ -7,8 +7,8 @@
 #include <mutex>
 #include <thread>
 
-#include "child.hpp"
 #include "commands.hpp"
+#include "shell.hpp"
 #include "values.hpp"
 #include "warren/messaging/work_queue.hpp"
 
@@ -104,7 +104,7 @@ class RunJob final : public WorkJob {
  public:
   using WorkJob::WorkJob;
   ~RunJob() override {  // commands still running when the run ended: stop them, then wait
-    kill_running_shells();
+    shell::kill_running();
     std::unique_lock lock(children_mutex_);
     children_done_.wait(lock, [this] { return running_ == 0; });
   }
@@ -145,7 +145,9 @@ class RunJob final : public WorkJob {
       ++running_;
     }
     std::thread([this, &d, shared, env = std::move(env), body = std::move(body)] {
-      auto result = std::make_shared<ChildResult>(run_shell(args_->exec, body, env));
+      // Its output goes to warren's stderr, never among the result lines; its last error line is kept.
+      auto result = std::make_shared<shell::Outcome>(
+          shell::run({.command = args_->exec, .input = body, .environment = env, .capture_output = false, .echo_errors = true}));
       d.post([this, shared, result] { finished(shared, *result); });
       std::lock_guard lock(children_mutex_);
       --running_;
@@ -167,16 +169,16 @@ class RunJob final : public WorkJob {
     }
   }
 
-  void finished(const std::shared_ptr<messaging::WorkItem>& item, const ChildResult& r) {
+  void finished(const std::shared_ptr<messaging::WorkItem>& item, const shell::Outcome& r) {
     if (done_ || failed()) return;
     if (!r.failure.empty()) return fail_text("exec", r.failure);
     if (r.exit_status == 0) {
-      if (auto ok = item->done(); !ok) return fail("ack", ok.error());
+      if (auto ok = item->done(); !ok) return unsettled("ack", *item, ok.error());
       print("done", *item);
       return counted();
     }
     if (r.exit_status == exit_release) {
-      if (auto ok = item->release(); !ok) return fail("release", ok.error());
+      if (auto ok = item->release(); !ok) return unsettled("release", *item, ok.error());
       return print("release", *item);
     }
     // The line and attempt are printed from what the item was, before retry() moves it on.
@@ -186,11 +188,24 @@ class RunJob final : public WorkJob {
     item->retry({.error = r.last_error_line, .headers = extra},
                 [this, item, attempt, id](Result<messaging::Retried> how) {
                   if (done_ || failed()) return;
-                  if (!how) return fail("retry " + id, how.error());
+                  if (!how) return unsettled_id("retry", id, how.error());
                   std::cout << (how->dead_lettered ? "dead-letter " : "retry ") << id << " attempt=" << attempt << '\n';
                   std::cout.flush();
                   if (how->dead_lettered) counted();
                 });
+  }
+
+  // A settle that failed because a channel closed under it (the consumer's, after a 404 or
+  // 406, or the layer's control channel mid-republish) is not the run's end: the broker
+  // redelivers what was not settled, and the layer subscribes again. One line on stderr, no
+  // outcome line; anything else (the connection gone) ends the run.
+  void unsettled(std::string_view what, const messaging::WorkItem& item, const Error& e) {
+    unsettled_id(what, std::string(item.message_id().empty() ? "-" : item.message_id()), e);
+  }
+  void unsettled_id(std::string_view what, const std::string& id, const Error& e) {
+    if (e.code != make_error_code(errc::channel_closed) || !conn_ || !conn_->is_open())
+      return fail(std::string(what) + " " + id, e);
+    std::cerr << "warren: " << what << ' ' << id << ": " << e.detail << " (the broker redelivers it)\n";
   }
 
   void timed_out() {

@@ -156,28 +156,44 @@ void Log::append(std::string_view body_view, client::Callback<std::uint64_t> don
                   client::as_bytes(*body), [self, id, done](Result<engine::PublishOutcome> sent) {
                     if (!sent) return done(sent.error());
                     // The extra round trip: read the last chunk back and find this entry in it.
-                    auto found = std::make_shared<std::optional<std::uint64_t>>();
-                    auto highest = std::make_shared<std::optional<std::uint64_t>>();
-                    auto reader = std::make_shared<Reader>(
-                        self->layer_, self->queue_, wire::FieldValue("last"), self->options_.idle,
-                        std::min(self->options_.idle, std::chrono::milliseconds(200)),
-                        [id, found, highest](const client::Delivery& d, std::uint64_t offset) {
-                          *highest = std::max(offset, highest->value_or(0));
-                          if (d.properties().message_id == std::string_view(*id)) *found = offset;
-                          return found->has_value();
-                        },
-                        [found, highest, done](Result<bool> r) {
-                          if (!r) return done(r.error());
-                          // Under concurrent appenders the last chunk may be a later one: then
-                          // the receipt is the tip, an upper bound of where this entry landed.
-                          if (*found) return done(**found);
-                          if (*highest) return done(**highest);
-                          done(make_error(errc::timeout, "appended, but the stream showed no entry in time"));
-                        });
-                    reader->start();
+                    self->find_entry(id, wire::FieldValue("last"), std::nullopt, 64, done);
                   });
     });
   });
+}
+
+void Log::find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, std::optional<std::uint64_t> below,
+                     std::uint64_t window, client::Callback<std::uint64_t> done) {
+  auto found = std::make_shared<std::optional<std::uint64_t>>();
+  auto lowest = std::make_shared<std::optional<std::uint64_t>>();
+  auto self = shared_from_this();
+  // The entry was confirmed, so the stream has it: the first delivery is only waited for
+  // longer than `idle` on a slow broker, and the look ends as soon as the entry is seen.
+  const auto first_wait = std::max(options_.idle, std::chrono::milliseconds(5000));
+  auto reader = std::make_shared<Reader>(
+      layer_, queue_, start, first_wait, std::min(options_.idle, std::chrono::milliseconds(200)),
+      [id, found, lowest, below](const client::Delivery& d, std::uint64_t offset) {
+        if (below && offset >= *below) return true;  // back where the previous look began
+        if (!*lowest || offset < **lowest) *lowest = offset;
+        if (d.properties().message_id == std::string_view(*id)) *found = offset;
+        return found->has_value();
+      },
+      [self, id, found, lowest, below, start, window, done](Result<bool> r) {
+        if (!r) return done(r.error());
+        if (*found) return done(**found);
+        // Confirmed before this look began, so it lies before everything this look saw: another
+        // appender's chunk came after it. Look further back, a wider window each time.
+        const auto* from = std::get_if<std::int64_t>(&start.value);
+        const std::optional<std::uint64_t> looked_from =
+            from ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(*from)) : std::optional<std::uint64_t>();
+        const std::optional<std::uint64_t> edge = looked_from ? looked_from : *lowest;
+        if (!edge) return done(make_error(errc::timeout, "appended, but the stream showed no entry in time"));
+        if (*edge == 0)  // back at the stream's start
+          return done(make_error(errc::not_found, "appended, but its entry was not found reading back from the tip"));
+        const std::uint64_t back = std::min<std::uint64_t>(*edge, window);
+        self->find_entry(id, wire::FieldValue(static_cast<std::int64_t>(*edge - back)), edge, window * 4, done);
+      });
+  reader->start();
 }
 
 void Log::tip(client::Callback<std::optional<std::uint64_t>> done) {

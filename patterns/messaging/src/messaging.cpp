@@ -16,6 +16,7 @@ class ConnectionSource final : public ChannelSource {
   [[nodiscard]] bool is_open() const override { return c_->is_open(); }
   [[nodiscard]] std::uint32_t frame_max_bytes() const override { return c_->frame_max_bytes(); }
   [[nodiscard]] client::Driver& driver() const override { return c_->driver(); }
+  [[nodiscard]] std::optional<client::BrokerVersion> broker_version() const override { return c_->broker_version(); }
 
  private:
   std::shared_ptr<client::Connection> c_;

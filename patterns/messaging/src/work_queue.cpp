@@ -23,8 +23,18 @@ std::optional<std::int64_t> integer_of(const wire::FieldValue& v) {
 // from a republish so they neither grow nor count against the frame (RabbitMQ 4 ignores
 // them in a client's publish anyway).
 bool broker_death_header(std::string_view key) {
-  return key == "x-death" || key.starts_with("x-first-death-") || key.starts_with("x-last-death-");
+  return key == "x-death" || key.starts_with("x-first-death-") || key.starts_with("x-last-death-") ||
+         key == "x-delivery-count";  // a quorum queue's count of returns: a republish starts it again
 }
+
+std::int64_t delivery_count(const client::Message& m) {
+  if (auto h = m.headers(); h)
+    if (const auto* v = h->find("x-delivery-count"))
+      if (auto n = integer_of(*v)) return *n;
+  return 0;
+}
+
+bool warren_header(std::string_view key) { return key.starts_with("x-warren-"); }
 
 // Declares each queue and binds it to `exchange` under its own name, one after another.
 void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::QueueDeclareOptions>> all, std::string exchange,
@@ -83,7 +93,22 @@ std::string_view WorkItem::message_id() const noexcept {
 
 Result<void> WorkItem::done() { return message_.ack(); }
 
-Result<void> WorkItem::release() { return message_.nack({.requeue = true}); }
+bool release_refreshes(std::optional<client::BrokerVersion> broker, std::int64_t delivery_count) noexcept {
+  return broker && *broker >= client::BrokerVersion{4, 0, 0} && *broker < client::BrokerVersion{4, 3, 0} &&
+         delivery_count >= release_refresh_count;
+}
+
+Result<void> WorkItem::release() {
+  if (!release_refreshes(queue_->layer()->broker_version(), delivery_count(message_)))
+    return message_.nack({.requeue = true});
+  auto original = std::make_shared<client::Message>(std::move(message_));
+  client::FieldTable same{{std::string(attempt_header), static_cast<std::int64_t>(attempt_)}};
+  queue_->republish(*original, queue_->queue(), std::move(same), {}, false, [original](Result<void> r) {
+    if (!r) return unconfirmed(*original, r.error(), client::Callback<void>([](Result<void>) {}));
+    (void)original->ack();
+  });
+  return {};
+}
 
 void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
   if (attempt_ >= queue_->options().attempts) {
@@ -93,9 +118,20 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
     });
   }
   const auto delay = retry_delay(queue_->options().backoff, attempt_, queue_->draw());
-  auto original = std::make_shared<client::Message>(std::move(message_));
   options.headers.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_ + 1));
-  queue_->republish(*original, queue_->retry_queue(delay), std::move(options.headers), options.error,
+  // The message's own headers leave no room for a retry's in one frame: republishing it would
+  // fail every time and the message would come back forever. It goes to the dead-letter queue
+  // now, with the layer's headers only (dead_letter() strips the rest).
+  if (!queue_->fits(message_, options.headers, !options.error.empty())) {
+    return dead_letter("its headers leave no room for a retry's within frame_max " +
+                           std::to_string(queue_->layer()->frame_max_bytes()),
+                       std::move(options), [done](Result<void> r) {
+                         if (!r) return done(r.error());
+                         done(Retried{.dead_lettered = true});
+                       });
+  }
+  auto original = std::make_shared<client::Message>(std::move(message_));
+  queue_->republish(*original, queue_->retry_queue(delay), std::move(options.headers), options.error, false,
                     [original, delay, done](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
                       if (auto acked = original->ack(); !acked) return done(acked.error());
@@ -113,7 +149,16 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
   // queue's name, which is the key it was put with).
   if (auto prior = original->headers(); !prior || !prior->find(original_routing_key_header))
     h.set(std::string(original_routing_key_header), std::string(original->routing_key()));
-  queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error,
+  // Headers too big to travel with the layer's in one frame: only the x-warren-* ones go (the
+  // message's other headers are dropped, and the reason says so), or it could never leave.
+  const bool only_ours = !queue_->fits(*original, h, !options.error.empty());
+  if (only_ours) {
+    const auto* why = h.find(reason_header);
+    std::string text = why ? std::get<std::string>(why->value) : std::string();
+    h.set(std::string(reason_header), text + "; its other headers did not fit frame_max " +
+                                          std::to_string(queue_->layer()->frame_max_bytes()) + " and were dropped");
+  }
+  queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error, only_ours,
                     [original, done](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
                       done(original->ack());
@@ -147,7 +192,7 @@ double WorkQueue::draw() {
   return std::uniform_real_distribution<double>(0, 1)(random_);
 }
 
-void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> done) {
+void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> done, bool with_levels) {
   const auto& type = layer_->options().queue_type;
   // Everything goes through "<prefix>.direct" with the queue's name as the routing key, never
   // the default exchange: a user allowed only the names under "<prefix>." can run it (a
@@ -160,7 +205,7 @@ void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> don
                   .durable = true,
                   .arguments = {{"x-queue-type", type}, {"x-dead-letter-exchange", exchange}, {"x-dead-letter-routing-key", dlq_}}});
   all->push_back({.name = dlq_, .durable = true, .arguments = {{"x-queue-type", type}}});
-  for (auto level : delay_levels(options_.backoff))
+  for (auto level : with_levels ? delay_levels(options_.backoff) : std::vector<std::chrono::milliseconds>{})
     all->push_back({.name = retry_queue(level),
                     .durable = true,
                     .arguments = {{"x-queue-type", "classic"},
@@ -221,13 +266,34 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
   });
 }
 
-void WorkQueue::republish(const client::Message& original, std::string routing_key, client::FieldTable add,
-                          std::string_view error, client::Callback<void> done) {
-  auto headers = std::make_shared<client::FieldTable>();
+client::FieldTable WorkQueue::republished_headers(const client::Message& original, const client::FieldTable& add,
+                                                  bool only_ours) {
+  client::FieldTable headers;
   if (auto prior = original.headers(); prior)
     for (auto& e : prior->entries)
-      if (!broker_death_header(e.key)) headers->entries.push_back(e);
-  for (auto& e : add.entries) headers->set(e.key, e.value);
+      if (!broker_death_header(e.key) && (!only_ours || warren_header(e.key))) headers.entries.push_back(e);
+  for (auto& e : add.entries)
+    if (!only_ours || warren_header(e.key)) headers.set(e.key, e.value);
+  return headers;
+}
+
+bool WorkQueue::fits(const client::Message& original, const client::FieldTable& add, bool with_error) const {
+  auto headers = republished_headers(original, add, false);
+  if (with_error) headers.set(std::string(error_header), std::string());
+  client::Properties properties = original.properties();
+  properties.expiration.reset();
+  properties.delivery_mode = client::persistent;
+  properties.headers = wire::TableRef(headers);
+  auto size = wire::content_header_size(properties);
+  if (!size) return false;
+  const auto frame_max = layer_->frame_max_bytes();
+  constexpr std::size_t frame_overhead = 8;  // type, channel, size, frame-end
+  return frame_max == 0 || *size + frame_overhead <= frame_max;
+}
+
+void WorkQueue::republish(const client::Message& original, std::string routing_key, client::FieldTable add,
+                          std::string_view error, bool only_ours, client::Callback<void> done) {
+  auto headers = std::make_shared<client::FieldTable>(republished_headers(original, add, only_ours));
   // The properties as they were (views into `original`, which the caller keeps alive until
   // the publish returned), with the new headers, persistent, and no per-message expiration.
   auto properties = std::make_shared<client::Properties>(original.properties());
@@ -273,24 +339,35 @@ void WorkQueue::consume(WorkerOptions options, std::function<void(WorkItem)> on_
                         client::Callback<std::shared_ptr<Subscription>> done) {
   if (options.prefetch == 0) return done(make_error(errc::invalid_argument, "prefetch must be at least 1"));
   std::weak_ptr<WorkQueue> weak = weak_from_this();
-  auto holder = std::make_shared<std::shared_ptr<Subscription>>();
-  *holder = Subscription::start(
-      layer_,
-      {.queue = queue_,
-       .prefetch = options.prefetch,
-       .setup = [weak](const client::Channel& ch, client::Callback<void> d) {
-         auto self = weak.lock();
-         if (!self) return d(make_error(errc::invalid_argument, "the work queue is gone"));
-         self->declare_on(ch, std::move(d));
-       },
-       .on_delivery = [weak, on_item](const client::Delivery& d) {
-         if (auto self = weak.lock()) on_item(WorkItem(self, d.take()));
-       }},
-      [holder, done](Result<void> r) {
-        auto s = std::move(*holder);
-        if (!r) return done(r.error());
-        done(std::move(s));
-      });
+  // First the retry levels (this worker's backoff may name levels no put declared), on the
+  // control channel: a level that cannot be declared now (its node is down) is reported, not
+  // fatal; a retry into it fails unconfirmed and leaves the message in the work queue.
+  declare([weak, options, on_item, done](Result<void> declared) {
+    auto self = weak.lock();
+    if (!self) return done(make_error(errc::invalid_argument, "the work queue is gone"));
+    if (!declared) self->layer_->report({.what = "retry-levels", .subject = self->queue_, .cause = declared.error()});
+    auto holder = std::make_shared<std::shared_ptr<Subscription>>();
+    *holder = Subscription::start(
+        self->layer_,
+        {.queue = self->queue_,
+         .prefetch = options.prefetch,
+         .setup = [weak](const client::Channel& ch, client::Callback<void> d) {
+           auto self = weak.lock();
+           if (!self) return d(make_error(errc::invalid_argument, "the work queue is gone"));
+           // Only what a worker cannot do without: the retry levels are classic queues, and a
+           // declare of one whose node is down is a 404 that would close this channel and
+           // keep the worker from a quorum queue that is still there.
+           self->declare_on(ch, std::move(d), false);
+         },
+         .on_delivery = [weak, on_item](const client::Delivery& d) {
+           if (auto self = weak.lock()) on_item(WorkItem(self, d.take()));
+         }},
+        [holder, done](Result<void> r) {
+          auto s = std::move(*holder);
+          if (!r) return done(r.error());
+          done(std::move(s));
+        });
+  });
 }
 
 }  // namespace warren::messaging

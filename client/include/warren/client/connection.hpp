@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "warren/client/broker_version.hpp"
 #include "warren/client/channel.hpp"
 #include "warren/client/driver.hpp"
 #include "warren/client/options.hpp"
@@ -84,6 +85,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // The frame size both sides agreed on (connection.tune-ok), 0 before the handshake: what a
   // content header must fit in (a dead-letter envelope's headers are budgeted against it).
   [[nodiscard]] std::uint32_t frame_max_bytes() const noexcept { return engine_ ? engine_->frame_max_bytes() : 0; }
+  // The broker's server-properties from connection.start (product, version, platform,
+  // capabilities, ...): empty before the handshake.
+  [[nodiscard]] const wire::FieldTable& server_properties() const noexcept { return server_properties_; }
+  // Its "version" parsed (see broker_version.hpp); nothing before the handshake or when the
+  // broker sent none or an unreadable one.
+  [[nodiscard]] std::optional<BrokerVersion> broker_version() const;
   // Output (and publishes waiting on a blocked connection) over the limit: pause publishing
   // until on_writable.
   [[nodiscard]] bool congested() const noexcept { return engine_ && engine_->congested(); }
@@ -173,6 +180,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Timer> timer_;
   std::optional<engine::Connection> engine_;
+  wire::FieldTable server_properties_;  // copied from Connected
   bool dispatching_ = false;
   std::size_t write_in_flight_ = 0;  // bytes of the write in flight, 0 when none
   bool reading_ = true;

@@ -2,8 +2,9 @@
 // the layer's stream_max_bytes when it is not 0). An entry's x-stream-offset is its id and
 // resume token.
 // - append() publishes (confirmed), then reads the stream's last chunk back to find the
-//   entry's offset: AMQP 0-9-1 never reports where a publish landed, so this costs a round
-//   trip (a high-rate producer should ignore the receipt; readers see the real ids).
+//   entry's offset by its message_id: AMQP 0-9-1 never reports where a publish landed, so this
+//   costs a round trip (more when other appenders' chunks came after it: it then reads back
+//   further, a widening window at a time, until it finds its own entry).
 // - read() is a catch-up page: it reads the tip first (there is no tip query: consume from
 //   "last", take the highest offset), then reads from `from` and is complete when it reaches
 //   that tip; a delivery that pauses longer than `idle` hands back an incomplete page (ask
@@ -85,6 +86,10 @@ class Log : public std::enable_shared_from_this<Log> {
   Log(std::shared_ptr<Messaging> layer, LogOptions options);
   void declared(client::Callback<void> then);
   void oldest(client::Callback<std::optional<std::uint64_t>> done);  // the first retained offset
+  // The offset of the entry with message_id `id`: read from `start` (below `below`, when set);
+  // not there, then from `window` offsets before where that look began, 4 times wider each time.
+  void find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, std::optional<std::uint64_t> below,
+                  std::uint64_t window, client::Callback<std::uint64_t> done);
 
   std::shared_ptr<Messaging> layer_;
   LogOptions options_;

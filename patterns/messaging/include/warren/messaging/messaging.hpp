@@ -26,7 +26,8 @@ namespace warren::messaging {
 
 // Something the layer reports once per episode: "consumer.closed" (a subscription lost its
 // channel or its queue and will subscribe again), "consumer.recovered", "connection" (the
-// connection closed: every subscription is unhealthy for good).
+// connection closed: every subscription is unhealthy for good), "retry-levels" (a worker's
+// work queue could not declare its retry queues, e.g. their node is down).
 struct Event {
   std::string what;
   std::string subject;  // the queue, where there is one
@@ -50,6 +51,9 @@ class ChannelSource {
   [[nodiscard]] virtual bool is_open() const = 0;
   [[nodiscard]] virtual std::uint32_t frame_max_bytes() const = 0;
   [[nodiscard]] virtual client::Driver& driver() const = 0;
+  // The broker's version (server-properties), where behaviour differs by release; nothing
+  // when unknown (then the layer behaves as on 3.x).
+  [[nodiscard]] virtual std::optional<client::BrokerVersion> broker_version() const { return std::nullopt; }
 };
 
 class Subscription;
@@ -87,6 +91,7 @@ class Messaging : public std::enable_shared_from_this<Messaging> {
   [[nodiscard]] client::Driver& driver() const { return source_->driver(); }
   [[nodiscard]] std::uint32_t frame_max_bytes() const { return source_->frame_max_bytes(); }
   [[nodiscard]] bool connection_open() const { return source_->is_open(); }
+  [[nodiscard]] std::optional<client::BrokerVersion> broker_version() const { return source_->broker_version(); }
   // A fresh random UUID (version 4) as text: message ids, inbox names.
   [[nodiscard]] std::string make_uuid();
 

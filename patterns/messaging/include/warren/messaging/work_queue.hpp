@@ -78,7 +78,10 @@ class WorkItem {
 
   // Done: the message is acked.
   [[nodiscard]] Result<void> done();
-  // Back to the queue as it is (requeue): the attempt is not counted.
+  // Back to the queue as it is (requeue): the attempt is not counted. On RabbitMQ 4.0-4.2, a
+  // message the broker already counted release_refresh_count returns for goes back as a fresh
+  // copy instead (see release_refreshes): if that copy is not confirmed, the original is
+  // requeued after all.
   [[nodiscard]] Result<void> release();
   // This attempt failed: republished through a retry level, or into the dead-letter queue
   // once `attempts` are spent; the original is acked only after the broker confirmed that.
@@ -113,13 +116,19 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
                client::Callback<std::shared_ptr<Subscription>> done);
 
   // ---- for WorkItem
+  // `only_ours`: of the message's headers and `headers`, only the x-warren-* ones are kept.
   void republish(const client::Message& original, std::string routing_key, client::FieldTable headers,
-                 std::string_view error, client::Callback<void> done);
+                 std::string_view error, bool only_ours, client::Callback<void> done);
+  // The message republished with `add` over its headers (and an x-warren-error when
+  // `with_error`, cut to what is left) fits one content header frame.
+  [[nodiscard]] bool fits(const client::Message& original, const client::FieldTable& add, bool with_error) const;
+  [[nodiscard]] static client::FieldTable republished_headers(const client::Message& original,
+                                                             const client::FieldTable& add, bool only_ours);
   [[nodiscard]] double draw();
 
  private:
   WorkQueue(std::shared_ptr<Messaging> layer, WorkQueueOptions options);
-  void declare_on(const client::Channel& ch, client::Callback<void> done);
+  void declare_on(const client::Channel& ch, client::Callback<void> done, bool with_levels = true);
 
   std::shared_ptr<Messaging> layer_;
   WorkQueueOptions options_;
@@ -127,6 +136,14 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   bool declared_ = false;
   std::mt19937_64 random_;
 };
+
+// RabbitMQ 4.0-4.2 count every return of a quorum queue message, release()'s requeue included,
+// and dead-letter it (without the layer's headers) at the default x-delivery-limit of 20.
+// There, a release of a message already returned this often republishes a fresh copy (same
+// attempt, confirmed) and acks the original instead, so the broker's count starts again. 3.x
+// has no default limit and 4.3+ does not count a nack(requeue): a plain requeue suffices.
+inline constexpr std::int64_t release_refresh_count = 10;
+[[nodiscard]] bool release_refreshes(std::optional<client::BrokerVersion> broker, std::int64_t delivery_count) noexcept;
 
 // The largest error text that fits beside `properties` in one content header frame of
 // `frame_max_bytes` (0: no limit from the broker; capped at 4096 bytes all the same).
