@@ -328,8 +328,63 @@ void Session::dial() {
 
 void Session::connected() {
   ever_connected_ = true;
+  frame_max_bytes_ = connection_->frame_max_bytes();
+  broker_version_ = connection_->broker_version();
   set_status(Status{State::connected, 0, engine::Duration{0}, status_.last_cause});
   for (auto& ch : channels_) ch->attach(connection_);
+  // The plain channels asked for meanwhile, in the order asked.
+  auto waiters = std::move(channel_waiters_);
+  channel_waiters_.clear();
+  if (channel_waiter_timer_) channel_waiter_timer_->cancel();
+  for (auto& [deadline, done] : waiters) {
+    if (!connection_ || !connection_->is_open()) {  // lost again inside a callback: wait on
+      channel_waiters_.emplace(deadline, std::move(done));
+      continue;
+    }
+    connection_->open_channel(std::move(done));
+  }
+  if (!channel_waiters_.empty()) channel_waiter_timer_->arm(channel_waiters_.begin()->first);
+}
+
+void Session::open_channel(Callback<Channel> done) {
+  if (status_.state == State::closed) {
+    Error cause = status_.last_cause && permanent(*status_.last_cause)
+                      ? *status_.last_cause
+                      : make_error(errc::connection_closed, "the session is closed");
+    driver_.post([done = std::move(done), cause = std::move(cause)] { done(cause); });
+    return;
+  }
+  if (status_.state == State::connected && connection_ && connection_->is_open())
+    return connection_->open_channel(std::move(done));
+  if (!channel_waiter_timer_) {
+    std::weak_ptr<Session> weak = weak_from_this();
+    channel_waiter_timer_ = driver_.timer([weak] {
+      if (auto s = weak.lock()) s->expire_channel_waiters();
+    });
+  }
+  const auto deadline = driver_.now() + options_.client.engine.request_timeout;
+  channel_waiters_.emplace(deadline, std::move(done));
+  channel_waiter_timer_->arm(channel_waiters_.begin()->first);
+}
+
+void Session::expire_channel_waiters() {
+  const auto now = driver_.now();
+  std::vector<Callback<Channel>> expired;
+  while (!channel_waiters_.empty() && channel_waiters_.begin()->first <= now) {
+    expired.push_back(std::move(channel_waiters_.begin()->second));
+    channel_waiters_.erase(channel_waiters_.begin());
+  }
+  if (!channel_waiters_.empty()) channel_waiter_timer_->arm(channel_waiters_.begin()->first);
+  for (auto& done : expired)
+    done(make_error(errc::timeout, "no connection came within the request timeout (the session is still dialling)"));
+}
+
+void Session::fail_channel_waiters(const Error& cause) {
+  auto waiters = std::move(channel_waiters_);
+  channel_waiters_.clear();
+  if (channel_waiter_timer_) channel_waiter_timer_->cancel();
+  for (auto& [deadline, done] : waiters)
+    driver_.post([done = std::move(done), cause] { done(cause); });
 }
 
 void Session::lost(const Error& cause) {
@@ -344,6 +399,7 @@ void Session::retry(const Error& cause) {
   if (permanent(cause)) {  // whether or not it ever worked: waiting will not change the answer
     set_status(Status{State::closed, status_.attempt, engine::Duration{0}, cause});
     for (auto& ch : channels_) ch->fail_waiting(cause);  // now, not at their deadlines
+    fail_channel_waiters(cause);
     return;
   }
   const unsigned attempt = status_.attempt + 1;
@@ -369,6 +425,7 @@ void Session::close(Callback<void> done) {
     if (ch->retry_timer_) ch->retry_timer_->cancel();
     ch->fail_waiting(make_error(errc::connection_closed, "the session closed first; it was never sent"));
   }
+  fail_channel_waiters(make_error(errc::connection_closed, "the session closed before a connection came"));
   if (!was_connected) {
     driver_.post([done = std::move(done)] { done(Result<void>()); });
     return;

@@ -267,6 +267,86 @@ TEST_F(SessionTest, close_fails_what_waits_and_stops_retrying) {
   EXPECT_EQ(session->status().state, Session::State::closed);
 }
 
+// ---- plain channels: the messaging layer's channel source
+
+TEST_F(SessionTest, open_channel_while_reconnecting_waits_for_the_next_connection) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  ASSERT_EQ(session->status().state, Session::State::connected);
+  EXPECT_GT(session->frame_max_bytes(), 0u);
+  std::optional<client::Channel> first;
+  session->open_channel([&](Result<client::Channel> r) { first = r.ok() ? std::optional(*r) : std::nullopt; });
+  driver.run();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(first->is_open());
+
+  driver.reset_all();
+  ASSERT_EQ(statuses.back().state, Session::State::reconnecting);
+  EXPECT_FALSE(first->is_open()) << "a plain channel does not outlive its connection";
+  int told = 0;
+  std::optional<client::Channel> second;
+  session->open_channel([&](Result<client::Channel> r) {
+    ++told;
+    if (r) second = *r;
+  });
+  driver.run();
+  EXPECT_EQ(told, 0) << "it waits while the session reconnects";
+  wait_retry();
+  EXPECT_EQ(told, 1);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_TRUE(second->is_open());
+  EXPECT_GT(session->frame_max_bytes(), 0u);
+  driver.advance(std::chrono::minutes(5));
+  EXPECT_EQ(told, 1) << "told exactly once";
+}
+
+TEST_F(SessionTest, open_channel_waits_at_most_the_request_timeout_then_fails) {
+  options.client.engine.request_timeout = 2000ms;
+  options.backoff = client::Backoff{60000ms, 2.0, 60000ms};  // no reconnect inside the test
+  auto session = start();  // nothing listens
+  std::vector<std::string> causes;
+  session->open_channel([&](Result<client::Channel> r) {
+    causes.push_back(r.ok() ? "opened" : r.error().to_string());
+  });
+  driver.advance(1999ms);
+  EXPECT_TRUE(causes.empty());
+  driver.advance(1ms);
+  ASSERT_EQ(causes.size(), 1u);
+  EXPECT_EQ(causes[0], "timed out: no connection came within the request timeout (the session is still dialling)");
+  driver.advance(std::chrono::minutes(5));
+  EXPECT_EQ(causes.size(), 1u);
+}
+
+TEST_F(SessionTest, open_channel_fails_when_the_session_closes_or_is_closed) {
+  auto session = start();  // nothing listens
+  std::vector<std::string> causes;
+  auto note = [&](Result<client::Channel> r) {
+    causes.push_back(r.ok() ? "opened" : r.error().to_string());
+  };
+  session->open_channel(note);
+  session->close(nullptr);
+  driver.run();
+  ASSERT_EQ(causes.size(), 1u);
+  EXPECT_EQ(causes[0], "connection closed: the session closed before a connection came");
+  session->open_channel(note);
+  EXPECT_EQ(causes.size(), 1u) << "never told inside the call";
+  driver.run();
+  ASSERT_EQ(causes.size(), 2u);
+  EXPECT_EQ(causes[1], "connection closed: the session is closed");
+}
+
+TEST_F(SessionTest, open_channel_fails_at_once_with_refused_credentials) {
+  driver.hosts[5001] = FakeDriver::Host::refuse_login;
+  auto session = start();
+  std::optional<Error> cause;
+  session->open_channel([&](Result<client::Channel> r) {
+    if (!r.ok()) cause = r.error();
+  });
+  driver.run();
+  ASSERT_TRUE(cause.has_value());
+  EXPECT_EQ(cause->reply_code, 403);
+}
+
 // ---- finding 9: a channel fails and recovers on its own while the connection lives
 
 class ChannelRecoveryTest : public SessionTest {

@@ -155,6 +155,18 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   [[nodiscard]] std::size_t max_waiting_publishes() const noexcept { return options_.max_waiting_publishes; }
 
+  // A plain channel on the session's connection, for code that keeps its own channels and
+  // sets up again what it needs after a reconnect (the messaging layer does). It does not
+  // recover: the connection's loss closes it with the cause, and its owner opens another.
+  // While the session is connecting or reconnecting the call waits for the next connection,
+  // at most client.engine.request_timeout (then errc::timeout); on a closed session, or when
+  // the session closes meanwhile, it fails. `done` is told exactly once.
+  void open_channel(Callback<Channel> done);
+  // What the latest connection negotiated and was told: frame_max (0 before the first
+  // connection) and the broker's version, kept while the session reconnects.
+  [[nodiscard]] std::uint32_t frame_max_bytes() const noexcept { return frame_max_bytes_; }
+  [[nodiscard]] std::optional<BrokerVersion> broker_version() const { return broker_version_; }
+
  private:
   Session(Driver& driver, ConnectionUrl url, SessionOptions options);
   void dial();
@@ -164,6 +176,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void set_status(Status status);
   friend class RecoveringChannel;
   [[nodiscard]] engine::Duration draw_delay(unsigned attempt);  // full jitter under the backoff's ceiling
+  void fail_channel_waiters(const Error& cause);  // every open_channel still waiting
+  void expire_channel_waiters();                  // those past their deadline
 
   Driver& driver_;
   ConnectionUrl url_;
@@ -175,6 +189,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::shared_ptr<RecoveringChannel>> channels_;
   bool ever_connected_ = false;
   std::size_t first_host_ = 0;  // each attempt starts one host further along the URL
+  std::multimap<engine::Instant, Callback<Channel>> channel_waiters_;  // open_channel while not connected
+  std::unique_ptr<Timer> channel_waiter_timer_;
+  std::uint32_t frame_max_bytes_ = 0;
+  std::optional<BrokerVersion> broker_version_;
 };
 
 }  // namespace warren::client
