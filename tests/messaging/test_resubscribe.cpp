@@ -9,6 +9,7 @@
 
 #include "client/fake_driver.hpp"
 #include "warren/client/connection.hpp"
+#include "warren/client/session.hpp"
 #include "warren/client/url.hpp"
 #include "warren/messaging/subscription.hpp"
 
@@ -97,6 +98,70 @@ TEST_F(Resubscribe, each_try_waits_a_backoff_level_between_the_base_and_the_ceil
   EXPECT_EQ(backoff_ceiling(backoff, failing + 1), 5000ms);
   EXPECT_EQ(s->resubscribed(), 1u);
   EXPECT_EQ(events, (std::vector<std::string>{"consumer.closed", "consumer.recovered"}));
+}
+
+// On a Session, a lost connection is one more episode: the subscription waits for the next
+// connection, runs its setup again and consumes, logged once closed and once recovered; the
+// layer is unhealthy meanwhile. Only a session that closes ends it for good.
+TEST_F(Resubscribe, on_a_session_a_lost_connection_is_waited_out_and_setup_runs_again) {
+  conn->close(nullptr);
+  driver.run();
+  auto url = client::parse_url("amqp://guest:guest@fake:5001");
+  ASSERT_TRUE(url.ok());
+  client::SessionOptions options;
+  options.jitter_seed = 7;
+  options.backoff = client::Backoff{1000ms, 2.0, 1000ms};
+  auto session = client::Session::start(driver, *url, options);
+  driver.run();
+  ASSERT_EQ(session->status().state, client::Session::State::connected);
+  auto layer = Messaging::create(session, {.on_event = [&](const Event& e) { events.push_back(e.what); }});
+  ASSERT_TRUE(layer.ok());
+  int setups = 0;
+  bool started = false;
+  std::optional<Error> over;
+  auto s = Subscription::start(
+      *layer,
+      {.queue = "jobs",
+       .prefetch = 1,
+       .setup = [&](const client::Channel& ch, client::Callback<void> done) {
+         ++setups;
+         ch.queue_declare({.name = "jobs"}, [done](Result<client::QueueDeclared> r) {
+           if (!r) return done(r.error());
+           done(Result<void>());
+         });
+       },
+       .on_delivery = [](const client::Delivery&) {},
+       .resubscribe = Backoff{100ms, 400ms},
+       .on_over = [&](const Error& e) { over = e; }},
+      [&](Result<void> r) { started = r.ok(); });
+  driver.run();
+  ASSERT_TRUE(started);
+  ASSERT_TRUE((*layer)->healthy());
+
+  driver.reset_all();
+  driver.run();
+  ASSERT_EQ(session->status().state, client::Session::State::reconnecting);
+  const auto reconnect_in = session->status().delay;
+  EXPECT_FALSE(s->healthy());
+  EXPECT_FALSE((*layer)->healthy());
+  EXPECT_FALSE(s->over());
+  // Its tries meanwhile wait for the connection (Session::open_channel) and fail nothing.
+  driver.advance(reconnect_in);
+  ASSERT_EQ(session->status().state, client::Session::State::connected);
+  driver.advance(500ms);  // the subscription's own backoff, at most its ceiling
+  EXPECT_TRUE(s->healthy());
+  EXPECT_TRUE((*layer)->healthy());
+  EXPECT_EQ(setups, 2);
+  EXPECT_EQ(s->resubscribed(), 1u);
+  EXPECT_EQ(events, (std::vector<std::string>{"consumer.closed", "consumer.recovered"}));
+  EXPECT_FALSE(over.has_value());
+
+  session->close(nullptr);
+  driver.run();
+  EXPECT_TRUE(s->over());
+  EXPECT_FALSE((*layer)->healthy());
+  ASSERT_TRUE(over.has_value());
+  EXPECT_EQ(events.back(), "connection");
 }
 
 }  // namespace

@@ -35,7 +35,12 @@ class LogJob : public Job {
     return {};
   }
   Result<void> make_log() {
-    auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix});
+    // A tail whose stream went away (deleted, its node down) ends the run with the cause, as
+    // the CLI's contract has it; the layer on its own would consume again once it is back.
+    auto on_event = [this](const messaging::Event& e) {
+      if (e.what == "consumer.closed" && !failed()) fail("log read " + e.subject, e.cause);
+    };
+    auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix, .on_event = on_event});
     if (!layer) return layer.error();
     layer_ = *layer;
     auto l = messaging::Log::create(layer_, {.name = args_->log, .on_gap = [this](const messaging::Gap& g) { gap_ = g; }});

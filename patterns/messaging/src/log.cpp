@@ -275,38 +275,37 @@ void Log::oldest(client::Callback<std::optional<std::uint64_t>> done) {
 
 void Log::follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
                  std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done) {
-  auto self = shared_from_this();
-  layer_->consumer_channel([self, from, on_entry, on_end, done](Result<client::Channel> ch) {
-    if (!ch) return done(ch.error());
-    client::ConsumeOptions options{.queue = self->queue_, .prefetch = 200, .arguments = {{"x-stream-offset", start_of(from)}}, .stream = true};
-    ch->consume(
-        options,
-        [on_entry](const client::Delivery& d) {
-          auto offset = stream_offset(d.properties());
-          (void)d.ack();
-          if (offset) on_entry(d, *offset);
-        },
-        [ch = *ch, on_end, done](Result<client::Consumer> c) {
-          if (!c) return done(c.error());
-          c->on_ended([on_end](const Error& cause) {
-            if (on_end) on_end(cause);
-          });
-          done(std::make_shared<LogTail>(ch, std::move(*c)));
-        });
-  });
+  // The next offset to ask for when it consumes again (a closed channel, a reconnect): after
+  // the last entry it handed on, so nothing is handed on twice and nothing is skipped.
+  auto next = std::make_shared<std::optional<std::uint64_t>>();
+  auto holder = std::make_shared<std::shared_ptr<Subscription>>();
+  *holder = Subscription::start(
+      layer_,
+      {.queue = queue_,
+       .prefetch = 200,
+       .setup = [](const client::Channel&, client::Callback<void> d) { d(Result<void>()); },  // a stream is durable
+       .on_delivery = [next, on_entry](const client::Delivery& d) {
+         auto offset = stream_offset(d.properties());
+         (void)d.ack();
+         if (!offset || (*next && *offset < **next)) return;  // (a stream may start before the offset asked)
+         *next = *offset + 1;
+         on_entry(d, *offset);
+       },
+       .arguments = [next, from]() -> client::FieldTable {
+         if (*next) return {{"x-stream-offset", static_cast<std::int64_t>(**next)}};
+         return {{"x-stream-offset", start_of(from)}};
+       },
+       .stream = true,
+       .on_over = [on_end](const Error& cause) {
+         if (on_end) on_end(cause);
+       }},
+      [holder, done](Result<void> r) {
+        auto s = std::move(*holder);
+        if (!r) return done(r.error());
+        done(std::make_shared<LogTail>(std::move(s)));
+      });
 }
 
-void LogTail::close(client::Callback<void> done) {
-  auto ch = channel_;
-  consumer_.cancel([ch, done](Result<void>) {
-    if (!ch.is_open()) {
-      if (done) done(Result<void>());
-      return;
-    }
-    ch.close([done](Result<void> r) {
-      if (done) done(r);
-    });
-  });
-}
+void LogTail::close(client::Callback<void> done) { subscription_->cancel(std::move(done)); }
 
 }  // namespace warren::messaging

@@ -22,6 +22,22 @@ class ConnectionSource final : public ChannelSource {
   std::shared_ptr<client::Connection> c_;
 };
 
+// A Session's plain channels: open_channel waits for the next connection while it
+// reconnects; what the latest connection negotiated stays known meanwhile.
+class SessionSource final : public ChannelSource {
+ public:
+  explicit SessionSource(std::shared_ptr<client::Session> s) : s_(std::move(s)) {}
+  void open_channel(client::Callback<client::Channel> done) override { s_->open_channel(std::move(done)); }
+  [[nodiscard]] bool is_open() const override { return s_->status().state == client::Session::State::connected; }
+  [[nodiscard]] bool recovers() const override { return s_->status().state != client::Session::State::closed; }
+  [[nodiscard]] std::uint32_t frame_max_bytes() const override { return s_->frame_max_bytes(); }
+  [[nodiscard]] client::Driver& driver() const override { return s_->driver(); }
+  [[nodiscard]] std::optional<client::BrokerVersion> broker_version() const override { return s_->broker_version(); }
+
+ private:
+  std::shared_ptr<client::Session> s_;
+};
+
 }  // namespace
 
 Result<void> check_options(const Options& options) {
@@ -37,6 +53,11 @@ Result<void> check_options(const Options& options) {
 Result<std::shared_ptr<Messaging>> Messaging::create(std::shared_ptr<client::Connection> connection, Options options) {
   if (!connection) return make_error(errc::invalid_argument, "no connection");
   return create(std::make_unique<ConnectionSource>(std::move(connection)), std::move(options));
+}
+
+Result<std::shared_ptr<Messaging>> Messaging::create(std::shared_ptr<client::Session> session, Options options) {
+  if (!session) return make_error(errc::invalid_argument, "no session");
+  return create(std::make_unique<SessionSource>(std::move(session)), std::move(options));
 }
 
 Result<std::shared_ptr<Messaging>> Messaging::create(std::unique_ptr<ChannelSource> source, Options options) {

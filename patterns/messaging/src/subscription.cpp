@@ -31,7 +31,9 @@ void Subscription::subscribe() {
       auto self = weak.lock();
       if (!self || self->over_) return;
       if (!r) return self->subscribed(r);
-      ch.consume({.queue = self->spec_.queue, .prefetch = self->spec_.prefetch},
+      client::ConsumeOptions options{.queue = self->spec_.queue, .prefetch = self->spec_.prefetch, .stream = self->spec_.stream};
+      if (self->spec_.arguments) options.arguments = self->spec_.arguments();
+      ch.consume(options,
                  [weak](const client::Delivery& d) {
                    if (auto self = weak.lock(); self && !self->over_) self->spec_.on_delivery(d);
                  },
@@ -82,7 +84,9 @@ void Subscription::ended(const Error& cause) {
   consuming_ = false;
   auto layer = layer_.lock();
   if (!layer || layer->closed()) return;
-  if (!layer->connection_open()) return layer->connection_lost(cause);
+  // A plain connection that closed will not come back; a Session's will, and the next
+  // subscribe waits for it (Session::open_channel).
+  if (!layer->connection_open() && !layer->recovers()) return layer->connection_lost(cause);
   if (!reported_) {  // once per episode, however many tries it takes
     reported_ = true;
     layer->report({.what = "consumer.closed", .subject = spec_.queue, .cause = cause});
@@ -104,6 +108,10 @@ void Subscription::end(const Error& cause) {
   if (auto ready = std::move(ready_)) {
     ready_ = nullptr;
     ready(cause);
+  }
+  if (auto on_over = std::move(spec_.on_over)) {
+    spec_.on_over = nullptr;
+    on_over(cause);
   }
 }
 

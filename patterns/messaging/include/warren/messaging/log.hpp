@@ -28,6 +28,7 @@
 
 #include "warren/client/message.hpp"
 #include "warren/messaging/messaging.hpp"
+#include "warren/messaging/subscription.hpp"
 
 namespace warren::messaging {
 
@@ -77,8 +78,10 @@ class Log : public std::enable_shared_from_this<Log> {
   // The highest offset now (nullopt: empty).
   void tip(client::Callback<std::optional<std::uint64_t>> done);
   void read(ReadOptions options, client::Callback<Page> done);
-  // Every entry from `from` on, as it is appended, until the tail is closed or its channel or
-  // connection ends (`on_end`).
+  // Every entry from `from` on, as it is appended, until the tail is closed or its connection
+  // ends for good (`on_end`, once). A closed channel (a deleted stream, say) is consumed again
+  // with backoff from the entry after the last one handed on; so is a lost connection when
+  // the layer runs on a Session.
   void follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
               std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done);
 
@@ -97,15 +100,17 @@ class Log : public std::enable_shared_from_this<Log> {
   bool declared_ = false;
 };
 
+// A live tail: a subscription that consumes again after a lost channel (or, on a Session, a
+// lost connection) from the entry after the last it handed on.
 class LogTail {
  public:
-  explicit LogTail(client::Channel ch, client::Consumer c) : channel_(std::move(ch)), consumer_(std::move(c)) {}
-  [[nodiscard]] bool active() const noexcept { return consumer_.active(); }
+  explicit LogTail(std::shared_ptr<Subscription> s) : subscription_(std::move(s)) {}
+  [[nodiscard]] bool active() const noexcept { return !subscription_->over(); }
+  [[nodiscard]] bool healthy() const noexcept { return subscription_->healthy(); }
   void close(client::Callback<void> done);
 
  private:
-  client::Channel channel_;
-  client::Consumer consumer_;
+  std::shared_ptr<Subscription> subscription_;
 };
 
 // The x-stream-offset of a delivery's headers.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "warren/client/connection.hpp"
+#include "warren/client/session.hpp"
 
 namespace warren::messaging {
 
@@ -42,13 +43,16 @@ struct Options {
   std::function<void(const Event&)> on_event;  // optional: the layer's log
 };
 
-// Where the layer's channels come from. A plain connection now; a Session can implement it
-// later (re-running each subscription's setup after a reconnect) without the patterns changing.
+// Where the layer's channels come from: a plain connection, or a Session (whose connection
+// comes back after a loss). Tests plug in their own.
 class ChannelSource {
  public:
   virtual ~ChannelSource() = default;
   virtual void open_channel(client::Callback<client::Channel> done) = 0;
   [[nodiscard]] virtual bool is_open() const = 0;
+  // Whether a connection that is not open now will be again (a Session that has not closed):
+  // then subscriptions wait for it instead of ending.
+  [[nodiscard]] virtual bool recovers() const { return false; }
   [[nodiscard]] virtual std::uint32_t frame_max_bytes() const = 0;
   [[nodiscard]] virtual client::Driver& driver() const = 0;
   // The broker's version (server-properties), where behaviour differs by release; nothing
@@ -62,6 +66,9 @@ class Messaging : public std::enable_shared_from_this<Messaging> {
  public:
   // The layer over a connection the caller keeps (and closes). Bad options: invalid_argument.
   [[nodiscard]] static Result<std::shared_ptr<Messaging>> create(std::shared_ptr<client::Connection> connection,
+                                                                 Options options = {});
+  // The layer over a Session the caller keeps (and closes): it survives reconnects.
+  [[nodiscard]] static Result<std::shared_ptr<Messaging>> create(std::shared_ptr<client::Session> session,
                                                                  Options options = {});
   [[nodiscard]] static Result<std::shared_ptr<Messaging>> create(std::unique_ptr<ChannelSource> source,
                                                                  Options options = {});
@@ -91,6 +98,7 @@ class Messaging : public std::enable_shared_from_this<Messaging> {
   [[nodiscard]] client::Driver& driver() const { return source_->driver(); }
   [[nodiscard]] std::uint32_t frame_max_bytes() const { return source_->frame_max_bytes(); }
   [[nodiscard]] bool connection_open() const { return source_->is_open(); }
+  [[nodiscard]] bool recovers() const { return source_->recovers(); }
   [[nodiscard]] std::optional<client::BrokerVersion> broker_version() const { return source_->broker_version(); }
   // A fresh random UUID (version 4) as text: message ids, inbox names.
   [[nodiscard]] std::string make_uuid();

@@ -3,7 +3,8 @@
 // closed by a 404 or 406, its queue deleted) while the connection lives, it runs setup and
 // consume again after a backoff, on the same channel if that is still open, else on a new
 // one; healthy() is false meanwhile and the episode is reported once. When the connection is
-// gone, it is over for good.
+// gone, it is over for good, unless the layer's channels come from a Session: then it does
+// the same once the session has connected again (setup re-run, nothing replayed).
 #pragma once
 
 #include <functional>
@@ -23,6 +24,13 @@ struct SubscriptionSpec {
   std::function<void(const client::Channel& ch, client::Callback<void> done)> setup;
   std::function<void(const client::Delivery& d)> on_delivery;
   Backoff resubscribe{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
+  // The consume's arguments, asked before each consume (a log's tail resumes after the last
+  // entry it saw); unset: none.
+  std::function<client::FieldTable()> arguments;
+  bool stream = false;  // a stream subscription: its deliveries are only ever acked
+  // Told once, when the subscription is over for good: cancel(), the layer's close(), or a
+  // connection that will not come back.
+  std::function<void(const Error& cause)> on_over;
 };
 
 class Subscription : public std::enable_shared_from_this<Subscription> {
