@@ -30,7 +30,7 @@ const char* name(Op op) {
     X(connect) X(open_channel) X(close_channel) X(declare) X(publish) X(publish_no_callback) X(publish_null_callback)
     X(publish_large) X(confirm_select) X(consume) X(consume_stream) X(cancel) X(receive) X(ack) X(ack_dead) X(get)
     X(rpc_start) X(rpc_call)
-    X(close_connection) X(session_start) X(session_channel) X(session_publish) X(session_ack) X(session_close)
+    X(close_connection) X(session_start) X(session_channel) X(session_open_channel) X(session_publish) X(session_ack) X(session_close)
     X(pool_borrow) X(pool_release) X(pool_close_lease) X(pool_close) X(advance) X(cut) X(stall)
     X(broker_close_channel) X(broker_close_connection) X(blocked) X(unblocked) X(silent) X(broker_cancel)
     X(hold_confirms) X(release_confirms) X(nack_next) X(hold_input) X(release_input) X(other_publisher) X(host_5004)
@@ -107,6 +107,7 @@ struct Sim::Impl {
   std::vector<std::shared_ptr<client::RecoveringChannel>> rchannels;
   std::vector<client::Message> session_unacked;
   std::vector<client::Consumer> session_consumers;
+  std::vector<client::Channel> session_plain;  // Session::open_channel's
 
   // ---- the Pool
   std::shared_ptr<client::Pool> pool;
@@ -527,6 +528,18 @@ struct Sim::Impl {
       });
     }));
   }
+  // A plain channel: while the session dials it waits (within the request timeout); a queue
+  // declared on it checks the handle works, or fails with its channel's cause.
+  void session_open_channel(int a) {
+    if (!session) return;
+    session->open_channel([this, a, id = reg(session_scope, "session open_channel")](Result<client::Channel> ch) {
+      hit(id);
+      if (!ch) return;
+      session_plain.push_back(*ch);
+      ch->queue_declare({.name = "p" + std::to_string(a % 2)},
+                        [this, id2 = reg(session_scope, "session plain queue_declare")](Result<client::QueueDeclared>) { hit(id2); });
+    });
+  }
   void session_publish(int a, int b) {
     if (!session || rchannels.empty()) return;
     const std::size_t k = static_cast<std::size_t>(a) % rchannels.size();
@@ -656,6 +669,7 @@ struct Sim::Impl {
       case Op::close_connection: close_connection(); break;
       case Op::session_start: session_start(); break;
       case Op::session_channel: session_channel(); break;
+      case Op::session_open_channel: session_open_channel(c.a); break;
       case Op::session_publish: session_publish(c.a, c.b); break;
       case Op::session_ack: session_ack(c.a); break;
       case Op::session_close: session_close(); break;

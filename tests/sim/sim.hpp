@@ -1,6 +1,6 @@
 // A deterministic simulation of the client layer on the fake driver: a list of commands (user
 // actions, faults, time passing) runs against a Connection, a Session with recovering
-// channels, a Pool and an RpcClient, all talking to the model broker of
+// channels and plain ones (Session::open_channel, which waits through a reconnect), a Pool and an RpcClient, all talking to the model broker of
 // tests/client/fake_driver.hpp on a virtual clock. After every step and at the end the
 // invariants below are checked; a broken one is a Violation (its text says which).
 //
@@ -47,7 +47,7 @@ enum class Op : std::uint8_t {
   publish_large, confirm_select, consume, consume_stream, cancel, receive, ack, ack_dead, get, rpc_start, rpc_call,
   close_connection,
   // the Session (hosts 5004 then 5002) and its recovering channels
-  session_start, session_channel, session_publish, session_ack, session_close,
+  session_start, session_channel, session_open_channel, session_publish, session_ack, session_close,
   // the Pool (5003)
   pool_borrow, pool_release, pool_close_lease, pool_close,
   // time

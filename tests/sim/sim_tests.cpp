@@ -22,6 +22,7 @@ rc::Gen<Op> gen_op() {
       {2, Op::cancel},          {3, Op::receive},           {3, Op::ack},             {2, Op::ack_dead},
       {3, Op::get},             {2, Op::rpc_start},
       {3, Op::rpc_call},        {2, Op::close_connection},  {3, Op::session_start},   {3, Op::session_channel},
+      {2, Op::session_open_channel},
       {4, Op::session_publish}, {2, Op::session_ack},       {1, Op::session_close},   {3, Op::pool_borrow},
       {2, Op::pool_release},    {1, Op::pool_close_lease},  {1, Op::pool_close},      {8, Op::advance},
       {2, Op::cut},             {1, Op::stall},             {2, Op::broker_close_channel},
