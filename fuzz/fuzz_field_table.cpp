@@ -1,5 +1,7 @@
 // Rule: validation and decoding agree on every input (both accept or both refuse, with the
-// same error); an accepted table re-encodes to bytes of the same size that decode to the same
+// same error); the depth-free bounds check (validate_table_bounds) agrees with validation on
+// everything but depth (it accepts what validation accepts, and refuses with the same code
+// whatever validation refuses for another reason than nesting); an accepted table re-encodes to bytes of the same size that decode to the same
 // table and re-encode to themselves (only a boolean's non-zero octet is normalised to 1).
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +14,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto valid = validate_table(bytes);
   auto decoded = decode_table(bytes);
   if (valid.ok() != decoded.ok()) std::abort();
+  auto bounds = validate_table_bounds(bytes);
+  if (valid.ok() && !bounds.ok()) std::abort();
+  if (!valid.ok() && valid.error().code != make_error_code(errc::table_too_deep) &&
+      (bounds.ok() || bounds.error().code != valid.error().code))
+    std::abort();
   if (!valid.ok()) {
     if (!(valid.error() == decoded.error())) std::abort();
     return 0;

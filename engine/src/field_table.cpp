@@ -3,7 +3,9 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "warren/wire/constants.hpp"
 
@@ -243,6 +245,50 @@ void encode_array_content(Writer& out, const FieldArray& array) {
 Result<void> validate_table(std::span<const std::byte> content) {
   Walker<false> walker(content);
   if (!walker.table(1, nullptr)) return make_error(walker.failure.code, std::move(walker.failure.detail));
+  return {};
+}
+
+Result<void> validate_table_bounds(std::span<const std::byte> content) {
+  // Levels on the heap, not the stack: the nesting is the peer's to choose. This runs only
+  // after validate_table found a table too deep, so the allocation is off every common path.
+  struct Level {
+    Reader in;
+    bool array;
+  };
+  std::vector<Level> levels{{Reader(content), false}};
+  while (!levels.empty()) {
+    Reader& in = levels.back().in;
+    if (in.remaining() == 0) {
+      levels.pop_back();
+      continue;
+    }
+    if (!levels.back().array) {
+      (void)in.shortstr();
+      if (in.failed()) return make_error(errc::malformed_payload, "field table key runs past its table");
+    }
+    const auto tag = static_cast<char>(in.u8());
+    std::optional<Level> nested;
+    switch (tag) {
+      case 't': case 'b': case 'B': (void)in.u8(); break;
+      case 's': case 'u': (void)in.u16(); break;
+      case 'I': case 'i': case 'f': (void)in.u32(); break;
+      case 'l': case 'd': case 'T': (void)in.u64(); break;
+      case 'D': (void)in.u8(); (void)in.u32(); break;
+      case 'S': case 'x': (void)in.longstr(); break;
+      case 'V': break;
+      case 'A':
+      case 'F': {
+        auto bytes = in.bytes(in.u32());
+        if (!in.failed()) nested = Level{Reader(bytes), tag == 'A'};
+        break;
+      }
+      default:
+        if (in.failed()) break;
+        return make_error(errc::unknown_field_type, "field value type tag is not one of " + std::string(field_type_tags));
+    }
+    if (in.failed()) return make_error(errc::malformed_payload, "field value runs past its table");
+    if (nested) levels.push_back(*nested);  // `in` is not used after this: push_back may move it
+  }
   return {};
 }
 

@@ -134,6 +134,45 @@ TEST_P(ChannelApi, publish_outcomes_reach_the_caller_with_the_brokers_words) {
   EXPECT_TRUE(ch.is_open());
 }
 
+// A poison message: headers nested 100 deep, past what the decoder goes (64). RabbitMQ takes
+// and delivers them. The consumer gets the message, its headers alone are refused as too
+// deep, and the connection stays open for the next one; before, the frame was refused and the
+// connection closed, and the broker handed the same message to the next consumer, forever.
+TEST_P(ChannelApi, a_message_whose_headers_nest_too_deep_is_delivered_and_only_its_headers_refused) {
+  std::vector<std::byte> deep;  // innermost: an empty table
+  for (int i = 0; i < 100; ++i) {
+    std::vector<std::byte> outer{std::byte{1}, std::byte{'n'}, std::byte{'F'}};
+    const auto n = static_cast<std::uint32_t>(deep.size());
+    for (int s = 24; s >= 0; s -= 8) outer.push_back(std::byte(n >> s));
+    outer.insert(outer.end(), deep.begin(), deep.end());
+    deep = std::move(outer);
+  }
+  auto ch = open();
+  auto q = temp_queue(ch);
+  ASSERT_TRUE(wait<void>([&](auto d) { ch.confirm_select(d); }).ok());
+  EXPECT_EQ(confirm_publish(ch, {.routing_key = q, .properties = {.headers = wire::TableRef::validated(deep)}}, as_bytes("poison")),
+            "confirmed");
+  EXPECT_EQ(confirm_publish(ch, {.routing_key = q}, as_bytes("fine")), "confirmed");
+  std::vector<std::string> seen;
+  auto consumer = wait<Consumer>([&](auto d) {
+    ch.consume({.queue = q, .prefetch = 10}, [&](const Delivery& dl) {
+      std::string headers = "none";
+      if (dl.properties().headers) {
+        auto t = dl.properties().headers->to_table();
+        headers = t.ok() ? "decoded" : t.error().to_string();
+      }
+      seen.push_back(std::string(dl.body_text()) + ": " + headers);
+      EXPECT_TRUE(dl.ack().ok());
+    }, d);
+  });
+  ASSERT_TRUE(consumer.ok()) << consumer.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return seen.size() == 2 || !conn->is_open(); }));
+  EXPECT_TRUE(conn->is_open());
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "poison: field table nested too deep: field tables nested deeper than 64", "fine: none"}));
+  EXPECT_TRUE(counts_become(q, "0 0"));
+}
+
 TEST_P(ChannelApi, a_return_reaches_on_returned_without_confirm_mode) {
   auto ch = open();
   std::optional<std::string> returned;

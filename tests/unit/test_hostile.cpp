@@ -60,6 +60,58 @@ TEST(Hostile, AnArrayNestedTenThousandDeep) {
   EXPECT_EQ(v.error().code, errc::table_too_deep);
 }
 
+// A content header whose headers table is `content`: body size 1, only the headers flag.
+std::vector<std::byte> header_with_headers(const std::vector<std::byte>& content) {
+  std::vector<std::byte> payload = from_hex("003c 0000 0000000000000001 2000");
+  auto n = static_cast<std::uint32_t>(content.size());
+  for (int s = 24; s >= 0; s -= 8) payload.push_back(std::byte(n >> s));
+  payload.insert(payload.end(), content.begin(), content.end());
+  return payload;
+}
+
+// A message's headers nested deeper than the decoder goes: the message is kept (refusing the
+// frame would close the connection, and the broker would hand the same message to the next
+// consumer), and its headers alone are refused, as too deep, when they are asked for.
+TEST(Hostile, AMessagesHeadersNestedTenThousandDeepAreKeptAndRefusedWhenRead) {
+  auto deep = nested_table_bytes(10000);
+  EXPECT_TRUE(validate_table_bounds(deep).ok());
+  const auto payload = header_with_headers(deep);  // the decoded properties point into it
+  auto h = decode_content_header(payload);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(h->body_size, 1u);
+  ASSERT_TRUE(h->properties.headers.has_value());
+  EXPECT_EQ(h->properties.headers->encoded().size(), deep.size());
+  auto t = h->properties.headers->to_table();
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code, errc::table_too_deep);
+  EXPECT_EQ(to_string(h->properties), "{headers=<invalid table>}");
+}
+
+TEST(Hostile, DeepHeadersThatRunPastTheirTableStillFailTheFrame) {
+  auto deep = nested_table_bytes(100);
+  deep[deep.size() - 1] = std::byte{0x7f};  // the innermost table (empty) now claims 127 bytes
+  auto bounds = validate_table_bounds(deep);
+  ASSERT_FALSE(bounds.ok());
+  EXPECT_EQ(bounds.error().code, errc::malformed_payload);
+  auto h = decode_content_header(header_with_headers(deep));
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.error().code, errc::table_too_deep);  // the first check's finding is what is reported
+  // An unknown tag far down is refused as well.
+  const std::vector<std::byte> bad_tag = from_hex("01 6b 5a");  // key "k", tag 'Z'
+  std::vector<std::byte> content = bad_tag;
+  for (int i = 0; i < 100; ++i) {
+    std::vector<std::byte> outer = from_hex("01 6e 46");
+    auto m = static_cast<std::uint32_t>(content.size());
+    for (int s = 24; s >= 0; s -= 8) outer.push_back(std::byte(m >> s));
+    outer.insert(outer.end(), content.begin(), content.end());
+    content = std::move(outer);
+  }
+  auto unknown = validate_table_bounds(content);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code, errc::unknown_field_type);
+  EXPECT_FALSE(decode_content_header(header_with_headers(content)).ok());
+}
+
 TEST(Hostile, ALongStringClaimingFourGiB) {
   auto in_table = validate_table(from_hex("01 6b 53 ffffffff 616263"));
   ASSERT_FALSE(in_table.ok());

@@ -15,6 +15,11 @@ namespace warren::wire {
 // Checks a table's content (the bytes after its length prefix): every key and value within
 // bounds, every tag known, nesting at most max_table_depth. Allocates nothing.
 [[nodiscard]] Result<void> validate_table(std::span<const std::byte> content);
+// The same checks at any depth (iteratively, so the nesting cannot exhaust the stack), without
+// the depth limit: for a message's headers, which are kept as bytes when well-formed but too
+// deep to decode (decode_table, and so TableRef::to_table, then refuses them with
+// table_too_deep), rather than failing the frame and with it the connection.
+[[nodiscard]] Result<void> validate_table_bounds(std::span<const std::byte> content);
 [[nodiscard]] Result<FieldTable> decode_table(std::span<const std::byte> content);
 
 // Size of the table's content in bytes; refuses keys over 255 bytes, strings over 4 GiB and
@@ -27,7 +32,8 @@ class TableRef {
   TableRef() = default;
   TableRef(const FieldTable& table) noexcept : owned_(&table) {}  // NOLINT: borrowed, not copied
 
-  // Bytes already validated with validate_table (the decoder's output).
+  // Bytes already validated with validate_table (the decoder's output), or, for a message's
+  // headers, with validate_table_bounds: then to_table() may refuse them as too deep.
   [[nodiscard]] static TableRef validated(std::span<const std::byte> content) noexcept {
     TableRef ref;
     ref.encoded_ = content;
