@@ -71,6 +71,7 @@ class Log : public std::enable_shared_from_this<Log> {
  public:
   [[nodiscard]] static Result<std::shared_ptr<Log>> create(std::shared_ptr<Messaging> layer, LogOptions options);
   [[nodiscard]] const std::string& queue() const noexcept { return queue_; }
+  [[nodiscard]] client::Driver& driver() const { return layer_->driver(); }  // the loop it runs on
 
   void declare(client::Callback<void> done);  // idempotent
   void append(std::string_view body, client::Callback<std::uint64_t> offset);
@@ -101,6 +102,7 @@ class LogTail {
  public:
   explicit LogTail(client::Channel ch, client::Consumer c) : channel_(std::move(ch)), consumer_(std::move(c)) {}
   [[nodiscard]] bool active() const noexcept { return consumer_.active(); }
+  [[nodiscard]] client::Driver& driver() const { return *channel_.driver(); }  // the loop it runs on
   void close(client::Callback<void> done);
 
  private:
