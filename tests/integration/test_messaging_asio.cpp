@@ -416,9 +416,11 @@ TEST(MessagingAsio, use_future_from_another_thread) {
   for (const auto& name : {layer->direct_exchange(), layer->backplane_exchange()})
     (void)ch->exchange_delete({.name = name}, asio::use_future).get();
   EXPECT_TRUE(asio_driver::async_close(*conn, asio::use_future).get().ok());
-  guard.reset();
-  // The last references go on the loop thread, where the connection lives.
+  // The last references go on the loop thread, where the connection lives: posted while the
+  // guard still holds the loop, or run() could return first and leave them to ~io_context,
+  // after the driver is gone.
   asio::post(io, [conn = std::move(*conn), layer = std::move(layer), inbox = std::move(*inbox), ch = std::move(*ch)]() mutable {});
+  guard.reset();
   loop.join();
 }
 
