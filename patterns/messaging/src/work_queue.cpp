@@ -91,6 +91,8 @@ std::string_view WorkItem::message_id() const noexcept {
   return message_.properties().message_id.value_or(std::string_view{});
 }
 
+client::Driver& WorkItem::driver() const { return queue_->layer()->driver(); }
+
 Result<void> WorkItem::done() { return message_.ack(); }
 
 bool release_refreshes(std::optional<client::BrokerVersion> broker, std::int64_t delivery_count) noexcept {

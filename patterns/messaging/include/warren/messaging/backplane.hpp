@@ -32,6 +32,7 @@ class Backplane : public std::enable_shared_from_this<Backplane> {
   [[nodiscard]] const std::string& queue() const noexcept { return queue_; }
   [[nodiscard]] const std::set<std::string>& rooms() const noexcept { return rooms_; }
   [[nodiscard]] bool healthy() const { return subscription_ && subscription_->healthy(); }
+  [[nodiscard]] client::Driver& driver() const { return layer_->driver(); }  // the loop it runs on
 
   void join(std::string room, client::Callback<void> done);
   void leave(std::string room, client::Callback<void> done);

@@ -45,6 +45,7 @@ class Inbox {
       : address_(std::move(address)), subscription_(std::move(subscription)) {}
   [[nodiscard]] const std::string& address() const noexcept { return address_; }
   [[nodiscard]] bool healthy() const noexcept { return subscription_->healthy(); }
+  [[nodiscard]] client::Driver& driver() const noexcept { return subscription_->driver(); }  // the loop it runs on
   void close(client::Callback<void> done) { subscription_->cancel(std::move(done)); }
 
  private:

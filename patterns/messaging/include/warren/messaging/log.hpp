@@ -72,6 +72,7 @@ class Log : public std::enable_shared_from_this<Log> {
  public:
   [[nodiscard]] static Result<std::shared_ptr<Log>> create(std::shared_ptr<Messaging> layer, LogOptions options);
   [[nodiscard]] const std::string& queue() const noexcept { return queue_; }
+  [[nodiscard]] client::Driver& driver() const { return layer_->driver(); }  // the loop it runs on
 
   void declare(client::Callback<void> done);  // idempotent
   void append(std::string_view body, client::Callback<std::uint64_t> offset);
@@ -107,6 +108,7 @@ class LogTail {
   explicit LogTail(std::shared_ptr<Subscription> s) : subscription_(std::move(s)) {}
   [[nodiscard]] bool active() const noexcept { return !subscription_->over(); }
   [[nodiscard]] bool healthy() const noexcept { return subscription_->healthy(); }
+  [[nodiscard]] client::Driver& driver() const { return subscription_->driver(); }  // the loop it runs on
   void close(client::Callback<void> done);
 
  private:

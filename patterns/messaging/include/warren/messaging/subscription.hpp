@@ -48,6 +48,8 @@ class Subscription : public std::enable_shared_from_this<Subscription> {
   [[nodiscard]] bool over() const noexcept { return over_; }
   // How many times it subscribed again after the broker ended it.
   [[nodiscard]] std::uint32_t resubscribed() const noexcept { return resubscribed_; }
+  // The loop it runs on: kept apart from the layer, which a subscription only holds weakly.
+  [[nodiscard]] client::Driver& driver() const noexcept { return driver_; }
   // basic.cancel (unread deliveries go back to the queue) and the channel closed.
   void cancel(client::Callback<void> done);
   // The connection is gone: over for good, nothing reopened.
@@ -60,6 +62,7 @@ class Subscription : public std::enable_shared_from_this<Subscription> {
   void ended(const Error& cause);
 
   std::weak_ptr<Messaging> layer_;
+  client::Driver& driver_;
   SubscriptionSpec spec_;
   client::Callback<void> ready_;  // until the first outcome
   client::Channel channel_;

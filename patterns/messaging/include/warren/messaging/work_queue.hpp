@@ -75,6 +75,7 @@ class WorkItem {
   [[nodiscard]] std::string_view message_id() const noexcept;
   [[nodiscard]] const client::Message& message() const noexcept { return message_; }
   [[nodiscard]] std::string_view body() const noexcept { return message_.body_text(); }
+  [[nodiscard]] client::Driver& driver() const;  // the loop it runs on
 
   // Done: the message is acked.
   [[nodiscard]] Result<void> done();
