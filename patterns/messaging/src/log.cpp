@@ -27,12 +27,20 @@ class Reader : public std::enable_shared_from_this<Reader> {
       self->timer_ = self->layer_->driver().timer([self] { self->finish(false); });
       self->timer_->arm(self->layer_->driver().now() + self->first_wait_);
       client::ConsumeOptions options{.queue = self->queue_, .prefetch = 200, .arguments = {{"x-stream-offset", self->start_}}, .stream = true};
+      // What the consumer keeps (its delivery and end callbacks) holds the reader weakly: the
+      // reader holds the consumer, and the timer keeps the reader alive until it finishes.
+      std::weak_ptr<Reader> weak = self;
       ch->consume(
-          options, [self](const client::Delivery& d) { self->delivered(d); },
-          [self](Result<client::Consumer> c) {
+          options,
+          [weak](const client::Delivery& d) {
+            if (auto self = weak.lock()) self->delivered(d);
+          },
+          [self, weak](Result<client::Consumer> c) {
             if (!c) return self->finish(c.error());
             self->consumer_ = std::move(*c);
-            self->consumer_.on_ended([self](const Error& cause) { self->finish(cause); });
+            self->consumer_.on_ended([weak](const Error& cause) {
+              if (auto self = weak.lock()) self->finish(cause);
+            });
           });
     });
   }
