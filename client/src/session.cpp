@@ -263,7 +263,15 @@ Session::Session(Driver& driver, ConnectionUrl url, SessionOptions options)
     : driver_(driver), url_(std::move(url)), options_(std::move(options)),
       random_(options_.jitter_seed ? *options_.jitter_seed : std::random_device{}()) {}
 
-Session::~Session() = default;
+Session::~Session() {
+  // Dropped while plain channels wait for a connection: each is still told, after this turn.
+  if (channel_waiters_.empty()) return;
+  auto left = std::make_shared<std::vector<Callback<Channel>>>();
+  for (auto& [deadline, done] : channel_waiters_) left->push_back(std::move(done));
+  driver_.post([left] {
+    for (auto& done : *left) done(make_error(errc::connection_closed, "the session was destroyed before a connection came"));
+  });
+}
 
 std::shared_ptr<Session> Session::start(Driver& driver, ConnectionUrl url, SessionOptions options) {
   std::shared_ptr<Session> self(new Session(driver, std::move(url), std::move(options)));

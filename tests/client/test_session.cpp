@@ -335,6 +335,16 @@ TEST_F(SessionTest, open_channel_fails_when_the_session_closes_or_is_closed) {
   EXPECT_EQ(causes[1], "connection closed: the session is closed");
 }
 
+TEST_F(SessionTest, open_channel_is_told_when_the_session_is_dropped_while_it_waits) {
+  auto session = start();  // nothing listens
+  std::vector<std::string> causes;
+  session->open_channel([&](Result<client::Channel> r) { causes.push_back(r.ok() ? "opened" : r.error().to_string()); });
+  session.reset();
+  EXPECT_TRUE(causes.empty()) << "never told inside the destructor";
+  driver.run();
+  EXPECT_EQ(causes, (std::vector<std::string>{"connection closed: the session was destroyed before a connection came"}));
+}
+
 TEST_F(SessionTest, open_channel_fails_at_once_with_refused_credentials) {
   driver.hosts[5001] = FakeDriver::Host::refuse_login;
   auto session = start();

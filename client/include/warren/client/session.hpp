@@ -160,7 +160,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // recover: the connection's loss closes it with the cause, and its owner opens another.
   // While the session is connecting or reconnecting the call waits for the next connection,
   // at most client.engine.request_timeout (then errc::timeout); on a closed session, or when
-  // the session closes meanwhile, it fails. `done` is told exactly once.
+  // the session closes or is dropped meanwhile, it fails. `done` is told exactly once, never
+  // inside this call.
   void open_channel(Callback<Channel> done);
   // What the latest connection negotiated and was told: frame_max (0 before the first
   // connection) and the broker's version, kept while the session reconnects.
