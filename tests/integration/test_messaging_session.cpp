@@ -5,8 +5,6 @@
 // declared and bound anew) and consumes again, each reported once closed and once recovered,
 // and nothing is replayed: the tail goes on from the entry after the last it handed on. A
 // session that closes ends the layer's subscriptions for good, as a plain connection does.
-#include <sstream>
-
 #include "client_fixture.hpp"
 #include "warren/client/session.hpp"
 #include "warren/messaging/backplane.hpp"
@@ -18,16 +16,6 @@ namespace warren::test {
 namespace {
 
 using namespace warren::messaging;
-
-// The broker's id for the connection whose client-provided name is `name`, or "".
-std::string connection_pid(const std::string& name) {
-  const std::string listing = rabbitmqctl("-q list_connections pid client_properties");
-  std::istringstream lines(listing);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find("\"" + name + "\"") != std::string::npos || line.find("<<\"" + name + "\">>") != std::string::npos)
-      return line.substr(0, line.find('\t'));
-  return "";
-}
 
 class MessagingSession : public ClientSuite {
  protected:

@@ -4,22 +4,10 @@
 #include "client_fixture.hpp"
 #include "warren/client/session.hpp"
 
-#include <sstream>
-
 namespace warren::test {
 namespace {
 
 using SessionSuite = ClientSuite;
-
-// The broker's id for the connection whose client-provided name is `name`, or "".
-std::string connection_pid(const std::string& name) {
-  const std::string listing = rabbitmqctl("-q list_connections pid client_properties");
-  std::istringstream lines(listing);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find("\"" + name + "\"") != std::string::npos || line.find("<<\"" + name + "\">>") != std::string::npos)
-      return line.substr(0, line.find('\t'));
-  return "";
-}
 
 TEST_P(SessionSuite, a_connection_the_broker_closes_is_dialled_again_and_setup_runs_again) {
   auto url = client::parse_url("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f");

@@ -1,5 +1,6 @@
 // Test helpers for suites that need the broker the test command started: its settings from
-// the environment (failing loudly when absent), rabbitmqctl on that node, and reading a file
+// the environment (failing loudly when absent), rabbitmqctl on that node (and a connection's
+// id by its name), and reading a file
 // the broker's start script generated (its CA, the client certificate).
 #pragma once
 
@@ -30,6 +31,17 @@ inline std::string rabbitmqctl(const std::string& args) {
   while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
   ::pclose(p);
   return out;
+}
+
+// The broker's id (pid) for the connection whose client-provided name is `name`, or "": what
+// `rabbitmqctl close_connection` takes.
+inline std::string connection_pid(const std::string& name) {
+  const std::string listing = rabbitmqctl("-q list_connections pid client_properties");
+  std::istringstream lines(listing);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"" + name + "\"") != std::string::npos || line.find("<<\"" + name + "\">>") != std::string::npos)
+      return line.substr(0, line.find('\t'));
+  return "";
 }
 
 inline std::string file_text(const std::string& path) {

@@ -8,9 +8,10 @@ namespace {
 
 using test::from_hex;
 
-// A table nesting `depth` tables, built as bytes (the owning types refuse to build it).
-std::vector<std::byte> nested_table_bytes(int depth) {
-  std::vector<std::byte> content;  // innermost: empty
+// A table nesting `depth` tables around `innermost`, built as bytes (the owning types refuse
+// to build it).
+std::vector<std::byte> nested_table_bytes(int depth, std::vector<std::byte> innermost = {}) {
+  std::vector<std::byte> content = std::move(innermost);
   for (int i = 0; i < depth; ++i) {
     std::vector<std::byte> outer = from_hex("01 6e 46");  // key "n", type F
     auto n = static_cast<std::uint32_t>(content.size());
@@ -97,15 +98,7 @@ TEST(Hostile, DeepHeadersThatRunPastTheirTableStillFailTheFrame) {
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.error().code, errc::table_too_deep);  // the first check's finding is what is reported
   // An unknown tag far down is refused as well.
-  const std::vector<std::byte> bad_tag = from_hex("01 6b 5a");  // key "k", tag 'Z'
-  std::vector<std::byte> content = bad_tag;
-  for (int i = 0; i < 100; ++i) {
-    std::vector<std::byte> outer = from_hex("01 6e 46");
-    auto m = static_cast<std::uint32_t>(content.size());
-    for (int s = 24; s >= 0; s -= 8) outer.push_back(std::byte(m >> s));
-    outer.insert(outer.end(), content.begin(), content.end());
-    content = std::move(outer);
-  }
+  const auto content = nested_table_bytes(100, from_hex("01 6b 5a"));  // innermost: key "k", tag 'Z'
   auto unknown = validate_table_bounds(content);
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().code, errc::unknown_field_type);
