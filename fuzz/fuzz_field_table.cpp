@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (valid.ok() != decoded.ok()) std::abort();
   auto bounds = validate_table_bounds(bytes);
   if (valid.ok() && !bounds.ok()) std::abort();
-  if (!valid.ok() && valid.error().code != make_error_code(errc::table_too_deep) &&
+  if (!valid.ok() && valid.error().code != warren::make_error_code(warren::errc::table_too_deep) &&
       (bounds.ok() || bounds.error().code != valid.error().code))
     std::abort();
   if (!valid.ok()) {
