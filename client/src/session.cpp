@@ -92,10 +92,7 @@ void RecoveringChannel::publish(const Publish& p, std::span<const std::byte> bod
     });
   };
   const engine::Duration timeout = p.timeout.value_or(session_.options_.client.engine.request_timeout);
-  if (const auto& session = session_.status(); session.state == Session::State::closed)
-    return fail_now(session.last_cause && permanent(*session.last_cause)
-                        ? *session.last_cause
-                        : make_error(errc::connection_closed, "the session is closed"));
+  if (session_.status().state == Session::State::closed) return fail_now(session_.closed_cause());
   if (permanent_ && !ready_) return fail_now(*permanent_);
   if (!ready_ && waiting_.size() >= session_.max_waiting_publishes())
     return fail_now(make_error(errc::resource_locked, std::to_string(waiting_.size()) +
@@ -265,12 +262,12 @@ Session::Session(Driver& driver, ConnectionUrl url, SessionOptions options)
 
 Session::~Session() {
   // Dropped while plain channels wait for a connection: each is still told, after this turn.
-  if (channel_waiters_.empty()) return;
-  auto left = std::make_shared<std::vector<Callback<Channel>>>();
-  for (auto& [deadline, done] : channel_waiters_) left->push_back(std::move(done));
-  driver_.post([left] {
-    for (auto& done : *left) done(make_error(errc::connection_closed, "the session was destroyed before a connection came"));
-  });
+  fail_channel_waiters(make_error(errc::connection_closed, "the session was destroyed before a connection came"));
+}
+
+Error Session::closed_cause() const {
+  if (status_.last_cause && permanent(*status_.last_cause)) return *status_.last_cause;
+  return make_error(errc::connection_closed, "the session is closed");
 }
 
 std::shared_ptr<Session> Session::start(Driver& driver, ConnectionUrl url, SessionOptions options) {
@@ -356,10 +353,7 @@ void Session::connected() {
 
 void Session::open_channel(Callback<Channel> done) {
   if (status_.state == State::closed) {
-    Error cause = status_.last_cause && permanent(*status_.last_cause)
-                      ? *status_.last_cause
-                      : make_error(errc::connection_closed, "the session is closed");
-    driver_.post([done = std::move(done), cause = std::move(cause)] { done(cause); });
+    driver_.post([done = std::move(done), cause = closed_cause()] { done(cause); });
     return;
   }
   if (status_.state == State::connected && connection_ && connection_->is_open())

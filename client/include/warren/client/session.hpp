@@ -177,7 +177,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void set_status(Status status);
   friend class RecoveringChannel;
   [[nodiscard]] engine::Duration draw_delay(unsigned attempt);  // full jitter under the backoff's ceiling
-  void fail_channel_waiters(const Error& cause);  // every open_channel still waiting
+  // Why a closed session refuses work: the cause no retry fixes (403, 530), else "closed".
+  [[nodiscard]] Error closed_cause() const;
+  void fail_channel_waiters(const Error& cause);  // every open_channel still waiting (posted)
   void expire_channel_waiters();                  // those past their deadline
 
   Driver& driver_;
