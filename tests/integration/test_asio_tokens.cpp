@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "asio_coroutines.hpp"
 #include "support/broker_env.hpp"
 #include "warren/asio/async.hpp"
 
@@ -34,33 +35,12 @@ using namespace std::chrono_literals;
 using asio::use_awaitable;
 using asio_driver::AsioDriver;
 
-client::ConnectionUrl url() { return *client::parse_url("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f"); }
-
 // The coroutines below name every option struct that owns a string before the co_await:
 // GCC 12 copies such a braced temporary bitwise inside a co_await expression and the
 // program aborts in free() (see warren/asio/connection.hpp). Publish holds views: inline is fine.
 
-// gtest's ASSERT_* returns, which a coroutine may not: fail the test and co_return instead.
-#define CO_ASSERT_OK(result)                                                  \
-  do {                                                                        \
-    if (!(result)) {                                                          \
-      ADD_FAILURE() << #result << ": " << (result).error().to_string();       \
-      co_return;                                                              \
-    }                                                                         \
-  } while (0)
-
 // Runs a coroutine on a fresh loop until it and every connection it opened are done.
-void run(const std::function<asio::awaitable<void>(AsioDriver&)>& body) {
-  asio::io_context io;
-  AsioDriver driver(io);
-  bool finished = false;
-  asio::co_spawn(io, body(driver), [&](std::exception_ptr e) {
-    finished = true;
-    if (e) std::rethrow_exception(e);
-  });
-  io.run_for(60s);
-  EXPECT_TRUE(finished) << "the coroutine did not finish within 60 s";
-}
+void run(const std::function<asio::awaitable<void>(AsioDriver&)>& body) { run_coroutine(body, 60s); }
 
 // Waits on the loop without blocking it.
 asio::awaitable<void> sleep_for(std::chrono::milliseconds duration) {

@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "asio_coroutines.hpp"
 #include "support/broker_env.hpp"
 #include "warren/asio/channel.hpp"
 #include "warren/asio/connection.hpp"
@@ -45,24 +46,6 @@ namespace msg = warren::messaging;
 // GCC 12 copies a braced temporary owning a std::string bitwise inside a co_await expression
 // (see warren/asio/connection.hpp): every such option, and every std::function, is named first.
 
-client::ConnectionUrl url() { return *client::parse_url("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f"); }
-
-// gtest's ASSERT_* returns, which a coroutine may not: fail the test and co_return instead.
-#define CO_ASSERT_OK(result)                                            \
-  do {                                                                  \
-    if (!(result)) {                                                    \
-      ADD_FAILURE() << #result << ": " << (result).error().to_string(); \
-      co_return;                                                        \
-    }                                                                   \
-  } while (0)
-#define CO_ASSERT_TRUE(condition)               \
-  do {                                          \
-    if (!(condition)) {                         \
-      ADD_FAILURE() << #condition << " failed"; \
-      co_return;                                \
-    }                                           \
-  } while (0)
-
 // A prefix of the test's own, so its queues are its own.
 std::string fresh_prefix() {
   static std::atomic<int> n{0};
@@ -78,17 +61,7 @@ std::shared_ptr<msg::Messaging> make_layer(std::shared_ptr<client::Connection> c
 }
 
 // Runs a coroutine on a fresh loop until it and every connection it opened are done.
-void run(const std::function<asio::awaitable<void>(AsioDriver&)>& body) {
-  asio::io_context io;
-  AsioDriver driver(io);
-  bool finished = false;
-  asio::co_spawn(io, body(driver), [&](std::exception_ptr e) {
-    finished = true;
-    if (e) std::rethrow_exception(e);
-  });
-  io.run_for(30s);
-  EXPECT_TRUE(finished) << "the coroutine did not finish within 30 s";
-}
+void run(const std::function<asio::awaitable<void>(AsioDriver&)>& body) { run_coroutine(body, 30s); }
 
 // Polls `done` on the loop (the callbacks that make it true run there) for up to `limit`.
 template <class Predicate>
