@@ -149,7 +149,7 @@ class Walker {
 };
 
 // Size of one value after its tag; nullopt-like failure via the Failure out-param.
-struct Sizer {
+struct TableSizer {
   Failure failure;
   bool failed = false;
 
@@ -300,7 +300,7 @@ Result<FieldTable> decode_table(std::span<const std::byte> content) {
 }
 
 Result<std::size_t> encoded_table_size(const FieldTable& table) {
-  Sizer sizer;
+  TableSizer sizer;
   std::size_t n = sizer.table(table, 1);
   if (sizer.failed) return make_error(sizer.failure.code, std::move(sizer.failure.detail));
   if (n > std::numeric_limits<std::uint32_t>::max()) return make_error(errc::string_too_long, "field table over 4 GiB");

@@ -6,7 +6,7 @@
 namespace warren::wire {
 namespace {
 
-struct Sizer {
+struct PropertiesSizer {
   std::size_t size = content_header_min_bytes;
   const char* failed = nullptr;
   Error table_error;
@@ -178,7 +178,7 @@ Result<void> decode_content_header(std::span<const std::byte> payload, ContentHe
 }
 
 Result<std::size_t> content_header_size(const BasicProperties& properties) {
-  Sizer s;
+  PropertiesSizer s;
   BasicProperties::fields(properties, s);
   if (s.failed) {
     if (s.table_error.code) {

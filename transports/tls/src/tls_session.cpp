@@ -12,8 +12,6 @@
 namespace warren::tls {
 namespace {
 
-struct CtxFree { void operator()(SSL_CTX* p) const { SSL_CTX_free(p); } };
-struct SslFree { void operator()(SSL* p) const { SSL_free(p); } };
 struct BioFree { void operator()(BIO* p) const { BIO_free(p); } };
 struct X509Free { void operator()(X509* p) const { X509_free(p); } };
 struct KeyFree { void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); } };
@@ -47,6 +45,9 @@ bool is_ip_address(const std::string& name) {
 }  // namespace
 
 struct TlsSession::Impl {
+  // Deleters named here, not in the file's anonymous namespace: Impl has external linkage.
+  struct CtxFree { void operator()(SSL_CTX* p) const { SSL_CTX_free(p); } };
+  struct SslFree { void operator()(SSL* p) const { SSL_free(p); } };
   std::unique_ptr<SSL_CTX, CtxFree> ctx;
   std::unique_ptr<SSL, SslFree> ssl;
   BIO* in = nullptr;   // ciphertext from the peer (owned by ssl)
