@@ -2,8 +2,10 @@
 # The side-by-side benchmark: warren (libuv and Asio drivers), rabbitmq-c and pika on one
 # throwaway broker, the same three workloads, several rounds, medians. Writes a Markdown
 # table and a PNG chart.
-#   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR]
-#   (default: 5, 200000, 5, no, docs/)
+#   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR]
+#   (default: 5, 200000, 5, no, docs/, build-release). --build names a build directory already
+#   built (the test command's smoke round uses its own build instead of compiling a release);
+#   figures for docs/ come from the release build.
 # --io-uring adds warren-asio-uring: the Asio driver built with -Dasio_io_uring=true (its own
 # build, build-release-uring), so io_uring is measured against epoll in the same run.
 # W1 publish N x 64 B without confirms to a non-durable queue, until the broker holds them;
@@ -26,6 +28,7 @@ count=200000
 scale_seconds=5
 io_uring=0
 out=docs
+build=
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
@@ -33,15 +36,22 @@ while (($#)); do
     --scale-seconds) scale_seconds=$2; shift 2 ;;
     --io-uring) io_uring=1; shift ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR]" >&2; exit 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR]" >&2; exit 2 ;;
   esac
 done
 scripts/setup-deps.sh
-[[ -f build-release/build.ninja ]] || meson setup build-release -Dbuildtype=release -Dtests=false >/dev/null
-ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receive >/dev/null
-warren=build-release/tools/warren
-rmqc=build-release/bench/rabbitmqc-perf
-receive=build-release/bench/bench-asio-receive
+if [[ -z $build ]]; then
+  build=build-release
+  [[ -f build-release/build.ninja ]] || meson setup build-release -Dbuildtype=release -Dtests=false >/dev/null
+  ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receive >/dev/null
+fi
+warren=$build/tools/warren
+rmqc=$build/bench/rabbitmqc-perf
+receive=$build/bench/bench-asio-receive
+for program in "$warren" "$rmqc" "$receive"; do
+  [[ -x $program ]] || { echo "compare.sh: $program is not built" >&2; exit 1; }
+done
 extra_clients=()
 if ((io_uring)); then
   [[ -f build-release-uring/build.ninja ]] ||

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Starts a three-node RabbitMQ cluster on loopback: three broker-start.sh nodes in DIR/n1..n3
 # with one Erlang cookie, n2 and n3 joined to n1.
-# Usage: cluster-start.sh DIR
+# Usage: cluster-start.sh DIR [PORT]   (PORT: the first node's, the others after it; absent or
+#        0: each picks a free one)
 # Prints RMQ_CLUSTER_PORTS="p1 p2 p3" and RMQ_CLUSTER_DIRS="DIR/n1 DIR/n2 DIR/n3";
 # scripts/cluster-stop.sh DIR stops them all.
 set -euo pipefail
-DIR=$(realpath -m "${1:?usage: cluster-start.sh DIR}")
+DIR=$(realpath -m "${1:?usage: cluster-start.sh DIR [PORT]}")
+PORT=${2:-0}
 here=$(dirname "$0")
 mkdir -p "$DIR"
 cookie=$(openssl rand -hex 20)
@@ -14,7 +16,9 @@ for i in 1 2 3; do
   mkdir -p "$DIR/n$i"
   rm -f "$DIR/n$i/.erlang.cookie"
   (umask 077; echo "$cookie" > "$DIR/n$i/.erlang.cookie")
-  "$here/broker-start.sh" "$DIR/n$i" 0 > "$DIR/n$i.env"
+  node_port=0
+  ((PORT == 0)) || node_port=$((PORT + i - 1))
+  "$here/broker-start.sh" "$DIR/n$i" "$node_port" > "$DIR/n$i.env"
   ports+=("$(sed -n 's/^RMQ_PORT=//p' "$DIR/n$i.env")")
 done
 first=$(sed -n 's/^RMQ_NODE=//p' "$DIR/n1.env")

@@ -1,162 +1,277 @@
 #!/usr/bin/env bash
 # Every test warren has, from a fresh Debian 12 machine: install what is missing; build with
 # warnings as errors; run the codec, engine and client suites again under AddressSanitizer and
-# UBSan, and the client suites and a cross-thread test under ThreadSanitizer;
-# build the libFuzzer targets with clang-14 and run each for a bounded number of inputs; start
-# a throwaway RabbitMQ on loopback for the suites that need a broker, and stop it even when a
-# test fails. Ends with one line: "N passed, N failed".
+# UBSan, and the client suites and a cross-thread test under ThreadSanitizer; build the
+# libFuzzer targets with clang-14 and run each for a bounded number of inputs; start throwaway
+# RabbitMQ nodes on loopback for the suites that need a broker, and stop them even when a test
+# fails. Ends with the time each step took and one line: "N passed, N failed".
+#
+# How it fits in 20 minutes on two cores: the nodes boot while the default build compiles;
+# then five lanes run at once — two for the broker suites, each on a node of its own (a suite
+# that raises a memory alarm or counts connections sees only its own lane), one for the suites
+# that stop nodes (faults, cluster), and two, at lower CPU priority, that build and run the
+# sanitizer and fuzz programs. The broker lanes mostly wait on the network, so the compile
+# lanes get the CPU they leave. Every program compiles as a unity build (-Dunity=on), the
+# default build without debug information, the sanitizer builds with line tables only; in
+# the default build the installed libraries compile one file at a time, as a user's does.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-scripts/setup-deps.sh || exit 1
+run_started=$SECONDS
+work=$(mktemp -d /tmp/warren-test.XXXXXX)
+ledger=$work/ledger  # "pass NAME" / "fail NAME", one line per counted test
+times=$work/times    # "SECONDS NAME", one line per step, in the order they ended
+: >"$ledger"
+: >"$times"
 
-passed=0
-failed=0
-failures=()
-step() {  # step NAME COMMAND...: run one suite, count it
-  local name=$1
+timed() {  # timed NAME COMMAND...: run it, record how long it took
+  local name=$1 began=$SECONDS rc
+  shift
+  "$@"
+  rc=$?
+  echo "$((SECONDS - began)) $name" >>"$times"
+  return $rc
+}
+step() {  # step NAME COMMAND...: run one test program, count it
+  local name=$1 began=$SECONDS
   shift
   echo "=== $name"
-  if "$@"; then
-    passed=$((passed + 1))
+  if "$@"; then echo "pass $name" >>"$ledger"; else echo "fail $name" >>"$ledger"; fi
+  echo "$((SECONDS - began)) $name" >>"$times"
+}
+# meson_tests DIR LOGBASE NAME...: the named tests of DIR's meson test list, one at a time,
+# each test meson ran counted. Lanes share the build directory, hence --logbase.
+meson_tests() {
+  local dir=$1 logbase=$2 began=$SECONDS
+  shift 2
+  local log=$dir/meson-logs/$logbase.json
+  rm -f "$log"
+  meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 1 --logbase "$logbase" "$@"
+  local rc=$?
+  if [[ -f $log ]]; then
+    /usr/bin/python3 - "$log" "$ledger" "$times" <<'PY'
+import json, sys
+log, ledger, times = sys.argv[1:]
+with open(ledger, "a") as l, open(times, "a") as t:
+    for line in open(log):
+        r = json.loads(line)
+        l.write(("pass " if r["result"] == "OK" else "fail ") + "meson: " + r["name"] + "\n")
+        t.write("%d   meson: %s\n" % (round(r["duration"]), r["name"]))
+PY
   else
-    failed=$((failed + 1))
-    failures+=("$name")
+    echo "fail meson test ($logbase) did not run (exit $rc)" >>"$ledger"
+  fi
+  echo "$((SECONDS - began)) lane total: meson $logbase" >>"$times"
+}
+fail_now() {  # a build failed: nothing further can run
+  echo "fail $1" >>"$ledger"
+  echo "$1 failed" >&2
+  echo "0 passed, $(grep -c '^fail' "$ledger") failed"
+  exit 1
+}
+
+timed "install dependencies" scripts/setup-deps.sh || fail_now "installing dependencies"
+
+# ---- The nodes, booting in the background while the default build compiles. Each gets its
+# own ports (a TLS node takes PORT and PORT+1), so no two starts race for one.
+broker_a=$work/broker-a      # broker lane A: TLS listener, the EXTERNAL user
+broker_b=$work/broker-b      # broker lane B: the same set-up
+expired_dir=$work/expired    # a TLS listener serving an expired certificate
+fault_dir=$work/faults       # stopped and started by the faults lane
+cluster_dir=$work/cluster    # three clustered nodes, for the cluster suite
+lane_pids=()
+kill_tree() {  # a lane and everything it started
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null
+}
+cleanup() {
+  for pid in "${lane_pids[@]}"; do kill_tree "$pid"; done
+  wait 2>/dev/null
+  for d in "$broker_a" "$broker_b" "$expired_dir" "$fault_dir"; do scripts/broker-stop.sh "$d" --purge; done
+  scripts/cluster-stop.sh "$cluster_dir" --purge
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+base=$((25672 + RANDOM % 1400))
+start_node() {  # start_node DIR PORT TLS: boot it, write DIR.env; the EXTERNAL user on TLS nodes
+  scripts/broker-start.sh "$1" "$2" "$3" >"$1.env" || return 1
+  if [[ $3 == auto && ${RMQ_TLS_EXPIRED:-0} != 1 ]]; then
+    local ctl
+    ctl=$(sed -n 's/^RMQ_CTL=//p' "$1.env")
+    # EXTERNAL logs in as the client certificate's CN; that user must exist.
+    "$ctl" -q add_user tls-client "$(openssl rand -hex 16)" >/dev/null &&
+      "$ctl" -q set_permissions -p / tls-client ".*" ".*" ".*" >/dev/null
   fi
 }
-# meson test over the given suites, counting each test case meson ran.
-meson_suites() {
+start_nodes() {
+  local pids=() rc=0
+  start_node "$broker_a" "$base" auto & pids+=($!)
+  start_node "$broker_b" $((base + 3)) auto & pids+=($!)
+  RMQ_TLS_EXPIRED=1 start_node "$expired_dir" $((base + 6)) auto & pids+=($!)
+  start_node "$fault_dir" $((base + 9)) 0 & pids+=($!)
+  scripts/cluster-start.sh "$cluster_dir" $((base + 12)) >"$cluster_dir.env" & pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  return $rc
+}
+timed "start the RabbitMQ nodes (beside the build)" start_nodes >"$work/nodes.log" 2>&1 &
+nodes_pid=$!
+
+# ---- The default build, warnings as errors.
+if [[ ! -f build-ci/build.ninja ]]; then
+  meson setup build-ci -Dwerror=true -Dunity=on -Dunity_size=8 -Ddebug=false >/dev/null ||
+    fail_now "configuring build-ci"
+fi
+timed "build: default (build-ci)" ninja -C build-ci || fail_now "the default build"
+wait "$nodes_pid"
+nodes_rc=$?
+cat "$work/nodes.log"
+((nodes_rc == 0)) || echo "test.sh: a RabbitMQ node did not start; the suites that need it will fail" >&2
+
+node_env() {  # node_env DIR KEY: a value from the node's broker.env
+  sed -n "s/^$2=//p" "$1.env" 2>/dev/null
+}
+export RMQ_SCRIPTS=$root/scripts  # the faults and cluster suites stop and start nodes
+RMQ_EXPIRED_TLS_PORT=$(node_env "$expired_dir" RMQ_TLS_PORT)
+RMQ_EXPIRED_DIR=$expired_dir
+export RMQ_EXPIRED_TLS_PORT RMQ_EXPIRED_DIR
+use_node() {  # use_node DIR: point RMQ_PORT, RMQ_CTL, RMQ_TLS_PORT and RMQ_DIR at a node
+  RMQ_PORT=$(node_env "$1" RMQ_PORT)
+  RMQ_CTL=$(node_env "$1" RMQ_CTL)
+  RMQ_TLS_PORT=$(node_env "$1" RMQ_TLS_PORT)
+  RMQ_DIR=$1
+  export RMQ_PORT RMQ_CTL RMQ_TLS_PORT RMQ_DIR
+}
+
+# ---- The lanes. Broker lane A takes the suites named here, the faults lane those below it,
+# broker lane B every other test meson knows, so a new suite always runs somewhere.
+lane_a_tests=(client-suite client-uv tls-broker engine-broker pipeline-broker cli-pipe)
+lane_f_tests=(faults cluster cli-log-gap)
+mapfile -t all_tests < <(meson introspect build-ci --tests | /usr/bin/python3 -c '
+import json, sys
+for t in json.load(sys.stdin): print(t["name"])')
+lane_b_tests=()
+for t in "${all_tests[@]}"; do
+  [[ " ${lane_a_tests[*]} ${lane_f_tests[*]} " == *" $t "* ]] || lane_b_tests+=("$t")
+done
+
+lane_broker_a() {
+  use_node "$broker_a"
+  meson_tests build-ci lane-a "${lane_a_tests[@]}"
+}
+lane_broker_b() {
+  use_node "$broker_b"
+  meson_tests build-ci lane-b "${lane_b_tests[@]}"
+}
+lane_faults() {
+  # The faults suite's proxy tests use RMQ_PORT: this lane's own node, so nothing else sees
+  # its cut connections; its restart test stops and starts the same node.
+  use_node "$fault_dir"
+  RMQ_FAULT_PORT=$RMQ_PORT
+  RMQ_FAULT_DIR=$fault_dir
+  export RMQ_FAULT_PORT RMQ_FAULT_DIR
+  eval "$(cat "$cluster_dir.env" 2>/dev/null)"
+  export RMQ_CLUSTER_PORTS RMQ_CLUSTER_DIRS
+  meson_tests build-ci lane-faults "${lane_f_tests[@]}"
+  # Their nodes are not needed past here: give their CPU back.
+  scripts/cluster-stop.sh "$cluster_dir" --purge
+  scripts/broker-stop.sh "$fault_dir" --purge
+}
+
+# The sanitizer and fuzz lanes, at lower CPU priority than the broker lanes.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+sanitizer_setup() {  # sanitizer_setup DIR ARGS...: a unity debug build, line tables only
+  [[ -f $1/build.ninja ]] && return 0
   local dir=$1
   shift
-  local args=()
-  for s in "$@"; do args+=(--suite "$s"); done
-  rm -f "$dir/meson-logs/testlog.json"
-  meson test -C "$dir" --print-errorlogs --num-processes 1 "${args[@]}"
-  local rc=$?
-  if [[ -f $dir/meson-logs/testlog.json ]]; then
-    read -r ok bad < <(/usr/bin/python3 -c '
-import json, sys
-ok = bad = 0
-for line in open(sys.argv[1]):
-    r = json.loads(line)["result"]
-    if r == "OK": ok += 1
-    else: bad += 1
-print(ok, bad)' "$dir/meson-logs/testlog.json")
-    passed=$((passed + ok))
-    failed=$((failed + bad))
-    if ((bad > 0)); then failures+=("meson tests in $dir"); fi
-  fi
-  if ((rc != 0)) && [[ ! -f $dir/meson-logs/testlog.json ]]; then
-    failed=$((failed + 1))
-    failures+=("meson test in $dir did not run")
-  fi
+  meson setup "$dir" -Db_lundef=false -Dbench=false -Dbuildtype=debug -Dunity=on -Dunity_size=8 \
+    -Dcpp_args=-g1 "$@" >/dev/null
 }
-
-# 1. The default build, warnings as errors.
-if [[ ! -f build-ci/build.ninja ]]; then
-  meson setup build-ci -Dwerror=true >/dev/null || exit 1
-fi
-ninja -C build-ci || { echo "0 passed, 1 failed"; exit 1; }
-
-# 2. The codec and engine suites under AddressSanitizer + UBSan, in their own build.
-if [[ ! -f build-asan/build.ninja ]]; then
-  meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false \
-    -Dbuildtype=debug >/dev/null || exit 1
-fi
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-ninja -C build-asan tests/unit-tests tests/property-tests tests/engine-tests tests/client-tests tests/tls-tests \
-  tests/cli-values-tests tests/sim-tests tests/sim-regressions || { echo "0 passed, 1 failed"; exit 1; }
-step "asan: unit" build-asan/tests/unit-tests --gtest_brief=1
-step "asan: property" build-asan/tests/property-tests --gtest_brief=1
-step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1
-step "asan: client" build-asan/tests/client-tests --gtest_brief=1
-step "asan: tls" build-asan/tests/tls-tests --gtest_brief=1
-step "asan: cli values" build-asan/tests/cli-values-tests --gtest_brief=1
-step "asan: simulation" env RC_PARAMS=max_success=200 build-asan/tests/sim-tests --gtest_brief=1
-step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_brief=1
-
-# 2b. ThreadSanitizer: the client suites on the fake driver, and (once the broker is up) the
-# cross-thread test, in a build of their own.
-if [[ ! -f build-tsan/build.ninja ]]; then
-  meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbench=false -Dbuildtype=debug >/dev/null || exit 1
-fi
-ninja -C build-tsan tests/client-tests tests/sim-tests tests/cross-thread-tests tests/driver-tests ||
-  { echo "0 passed, 1 failed"; exit 1; }
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-step "tsan: client" build-tsan/tests/client-tests --gtest_brief=1
-step "tsan: simulation" env RC_PARAMS=max_success=100 build-tsan/tests/sim-tests --gtest_brief=1
-step "tsan: posting into an idle libuv loop" build-tsan/tests/driver-tests --gtest_filter='UvPost.*' --gtest_brief=1
-
-# 3. libFuzzer targets, a bounded run each over the seed corpus.
-if [[ ! -f build-fuzz/build.ninja ]]; then
-  CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbench=false \
-    -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || exit 1
-fi
 fuzz_targets=(frame_decoder field_table content_header method engine)
-ninja -C build-fuzz "${fuzz_targets[@]/#/fuzz/fuzz-}" || { echo "0 passed, 1 failed"; exit 1; }
 fuzz_one() {  # a bounded run; the fuzzer's chatter goes to a log shown only on failure
-  local target=$1 work log
-  work=$(mktemp -d)
+  local target=$1 corpus log
+  corpus=$(mktemp -d)
   log=$(mktemp)
   if build-fuzz/fuzz/fuzz-$target -runs=${FUZZ_RUNS:-200000} -max_total_time=30 -max_len=4096 \
-      -print_final_stats=1 "$work" "$root/fuzz/corpus/$target" >"$log" 2>&1; then
+      -print_final_stats=1 "$corpus" "$root/fuzz/corpus/$target" >"$log" 2>&1; then
     grep -E "^(Done|stat::number_of_executed_units)" "$log"
-    rm -rf "$work" "$log"
+    rm -rf "$corpus" "$log"
   else
     tail -n 60 "$log"
-    rm -rf "$work" "$log"
+    rm -rf "$corpus" "$log"
     return 1
   fi
 }
-for target in "${fuzz_targets[@]}"; do
-  step "fuzz: $target" fuzz_one "$target"
-done
+lane_asan() {
+  # AddressSanitizer + UBSan: the codec, engine and client suites.
+  if sanitizer_setup build-asan -Db_sanitize=address,undefined &&
+      timed "build: asan" ninja -j2 -C build-asan tests/unit-tests tests/property-tests tests/engine-tests \
+        tests/client-tests tests/tls-tests tests/cli-values-tests tests/sim-tests tests/sim-regressions; then
+    step "asan: unit" build-asan/tests/unit-tests --gtest_brief=1
+    step "asan: property" build-asan/tests/property-tests --gtest_brief=1
+    step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1
+    step "asan: client" build-asan/tests/client-tests --gtest_brief=1
+    step "asan: tls" build-asan/tests/tls-tests --gtest_brief=1
+    step "asan: cli values" build-asan/tests/cli-values-tests --gtest_brief=1
+    step "asan: simulation" env RC_PARAMS=max_success=200 build-asan/tests/sim-tests --gtest_brief=1
+    step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_brief=1
+  else
+    echo "fail build: asan" >>"$ledger"
+  fi
+}
+lane_tsan_fuzz() {
+  # ThreadSanitizer: the client suites on the fake driver; the cross-thread test runs once the
+  # broker lanes are done.
+  if sanitizer_setup build-tsan -Db_sanitize=thread &&
+      timed "build: tsan" ninja -j2 -C build-tsan tests/client-tests tests/sim-tests tests/cross-thread-tests \
+        tests/driver-tests; then
+    step "tsan: client" build-tsan/tests/client-tests --gtest_brief=1
+    step "tsan: simulation" env RC_PARAMS=max_success=100 build-tsan/tests/sim-tests --gtest_brief=1
+    step "tsan: posting into an idle libuv loop" build-tsan/tests/driver-tests --gtest_filter='UvPost.*' --gtest_brief=1
+  else
+    echo "fail build: tsan" >>"$ledger"
+  fi
+  # libFuzzer targets, a bounded run each over the seed corpus.
+  if { [[ -f build-fuzz/build.ninja ]] ||
+       CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbench=false \
+         -Db_sanitize=address,undefined -Db_lundef=false >/dev/null; } &&
+      timed "build: fuzz" ninja -j2 -C build-fuzz "${fuzz_targets[@]/#/fuzz/fuzz-}"; then
+    for target in "${fuzz_targets[@]}"; do step "fuzz: $target" fuzz_one "$target"; done
+  else
+    echo "fail build: fuzz" >>"$ledger"
+  fi
+}
 
-# 4. Everything in the default build, with a throwaway broker for the suites that need one.
-broker_dir=$(mktemp -d /tmp/warren-test-broker.XXXXXX)
-expired_dir=$(mktemp -d /tmp/warren-test-expired.XXXXXX)
-fault_dir=$(mktemp -d /tmp/warren-test-faults.XXXXXX)
-cluster_dir=$(mktemp -d /tmp/warren-test-cluster.XXXXXX)
-trap 'scripts/broker-stop.sh "$broker_dir" --purge; scripts/broker-stop.sh "$expired_dir" --purge; scripts/broker-stop.sh "$fault_dir" --purge; scripts/cluster-stop.sh "$cluster_dir" --purge' EXIT
-if env_text=$(scripts/broker-start.sh "$broker_dir" 0 auto); then
-  eval "$env_text"
-  export RMQ_PORT RMQ_CTL RMQ_TLS_PORT RMQ_DIR
-  # EXTERNAL logs in as the client certificate's CN; that user must exist.
-  "$RMQ_CTL" -q add_user tls-client "$(openssl rand -hex 16)" >/dev/null &&
-    "$RMQ_CTL" -q set_permissions -p / tls-client ".*" ".*" ".*" >/dev/null
-else
-  echo "test.sh: the test broker did not start; the broker suites will fail" >&2
-fi
-# A second node whose TLS listener serves an expired certificate from its own test CA.
-if expired_env=$(RMQ_TLS_EXPIRED=1 scripts/broker-start.sh "$expired_dir" 0 auto); then
-  RMQ_EXPIRED_TLS_PORT=$(sed -n 's/^RMQ_TLS_PORT=//p' <<<"$expired_env")
-  RMQ_EXPIRED_DIR=$expired_dir
-  export RMQ_EXPIRED_TLS_PORT RMQ_EXPIRED_DIR
-else
-  echo "test.sh: the expired-certificate broker did not start; its test will fail" >&2
-fi
-export RMQ_SCRIPTS=$root/scripts  # the faults and cluster suites stop and start nodes
-# A third node for the faults suite alone: it is stopped and started under a running Session.
-if fault_env=$(scripts/broker-start.sh "$fault_dir" 0); then
-  RMQ_FAULT_PORT=$(sed -n 's/^RMQ_PORT=//p' <<<"$fault_env")
-  RMQ_FAULT_DIR=$fault_dir
-  export RMQ_FAULT_PORT RMQ_FAULT_DIR
-else
-  echo "test.sh: the faults broker did not start; its test will fail" >&2
-fi
-# Three more nodes, clustered, for the cluster suite.
-if cluster_env=$(scripts/cluster-start.sh "$cluster_dir"); then
-  eval "$cluster_env"
-  export RMQ_CLUSTER_PORTS RMQ_CLUSTER_DIRS
-else
-  echo "test.sh: the three-node cluster did not start; its test will fail" >&2
-fi
-meson_suites build-ci codec property pika engine client tls broker faults cluster
+declare -A lane_names
+start_lane() {  # start_lane NAME FUNCTION [nice]: in the background, its output to a log
+  local name=$1 fn=$2 priority=${3:-}
+  (
+    [[ $priority == nice ]] && renice -n 10 -p "$BASHPID" >/dev/null
+    timed "lane total: $name" "$fn" >"$work/lane-$name.log" 2>&1
+  ) &
+  lane_pids+=($!)
+  lane_names[$!]=$name
+}
+start_lane "broker A" lane_broker_a
+start_lane "broker B" lane_broker_b
+start_lane "faults and cluster" lane_faults
+start_lane "asan" lane_asan nice
+start_lane "tsan and fuzzers" lane_tsan_fuzz nice
+# Each lane's output in one piece, as it ends.
+for _ in "${lane_pids[@]}"; do
+  wait -n -p ended
+  echo
+  echo "##### lane ${lane_names[$ended]}"
+  cat "$work/lane-${lane_names[$ended]}.log"
+done
+lane_pids=()
+
+# ---- After the lanes, on broker A.
+use_node "$broker_a"
 step "tsan: a publisher thread posting into the loop" env WARREN_CROSS_THREAD_COUNT=20000 \
   build-tsan/tests/cross-thread-tests --gtest_brief=1
-# The cluster and the faults node are not needed past here: give their CPU back.
-scripts/cluster-stop.sh "$cluster_dir" --purge
-scripts/broker-stop.sh "$fault_dir" --purge
 step "codec demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
 step "demo against the broker" build-ci/tools/warren-demo --url "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" --count 5000 --rpc 100
 
@@ -194,12 +309,12 @@ cmake_install_check() {
 }
 step "install, then build an example with CMake against the installed package" cmake_install_check
 
-# The side-by-side benchmark script, one small round, so it keeps working (the figures in
-# docs/benchmarks.md come from a full run: bench/compare.sh).
+# The side-by-side benchmark script, one small round on the default build's programs, so it
+# keeps working (the figures in docs/benchmarks.md come from a full run: bench/compare.sh).
 bench_smoke() {
   local out
   out=$(mktemp -d)
-  bench/compare.sh --rounds 1 --count 2000 --scale-seconds 1 --out "$out" >"$out/log" 2>&1 &&
+  bench/compare.sh --build build-ci --rounds 1 --count 2000 --scale-seconds 1 --out "$out" >"$out/log" 2>&1 &&
     grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 15 && [[ -s $out/benchmarks.png && -s $out/benchmarks-scale.png ]] &&
     grep -q '^| warren-uv-batch |' "$out/benchmarks.md" && grep -q '^| asio | 1 × 100 |' "$out/benchmarks.md"
   local rc=$?
@@ -210,6 +325,11 @@ bench_smoke() {
 step "benchmark script (bench/compare.sh, one small round)" bench_smoke
 
 echo
-if ((failed > 0)); then printf 'failed: %s\n' "${failures[@]}"; fi
+echo "Time taken (seconds; the lanes ran at the same time):"
+sed 's/^/  /' "$times"
+echo "  $((SECONDS - run_started)) the whole run"
+passed=$(grep -c '^pass' "$ledger")
+failed=$(grep -c '^fail' "$ledger")
+if ((failed > 0)); then echo "failed:"; sed -n 's/^fail /  /p' "$ledger"; fi
 echo "$passed passed, $failed failed"
 ((failed == 0))
