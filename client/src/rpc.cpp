@@ -20,8 +20,22 @@ std::string random_prefix() {
 
 }  // namespace
 
-RpcClient::RpcClient(Channel channel)
-    : driver_(*channel.driver()), channel_(std::move(channel)), id_prefix_(random_prefix()) {}
+RpcClient::RpcClient(Channel channel, Callback<void> ready)
+    : driver_(*channel.driver()), channel_(std::move(channel)), id_prefix_(random_prefix()), on_ready_(std::move(ready)) {}
+
+// Dropped: the calls in flight and an unreported start are still told, from the loop (this
+// may run inside one of the application's callbacks).
+RpcClient::~RpcClient() {
+  auto ready = std::move(on_ready_);
+  std::vector<Callback<Message>> calls;
+  for (auto& [id, call] : calls_) calls.push_back(std::move(call.done));
+  if (!ready && calls.empty()) return;
+  driver_.post([ready = std::move(ready), calls = std::move(calls)]() mutable {
+    const Error cause = make_error(errc::channel_closed, "the RPC client was destroyed");
+    if (ready) ready(cause);
+    for (auto& done : calls) done(cause);
+  });
+}
 
 std::shared_ptr<RpcClient> RpcClient::start(Channel channel, Callback<void> ready) {
   if (!ready) ready = [](Result<void>) {};
@@ -29,38 +43,55 @@ std::shared_ptr<RpcClient> RpcClient::start(Channel channel, Callback<void> read
     ready(make_error(errc::invalid_argument, "RpcClient::start needs an open channel"));
     return nullptr;
   }
-  std::shared_ptr<RpcClient> self(new RpcClient(std::move(channel)));
+  std::shared_ptr<RpcClient> self(new RpcClient(std::move(channel), std::move(ready)));
   std::weak_ptr<RpcClient> weak = self;
   self->timer_ = self->driver_.timer([weak] {
     if (auto s = weak.lock()) s->on_timer();
   });
-  self->channel_.confirm_select([weak, ready](Result<void> r) {
+  self->channel_.confirm_select([weak](Result<void> r) {
     auto s = weak.lock();
     if (!s) return;
-    if (!r) {
-      s->gone_ = r.error();  // later calls fail at once: there is no reply consumer
-      return ready(r.error());
-    }
+    if (!r) return s->on_started(r.error());
     // auto_ack is what direct reply-to requires: the broker refuses an acking consumer.
     s->channel_.consume({.queue = std::string(direct_reply_to), .auto_ack = true},
                         [weak](const Delivery& m) {
                           if (auto s = weak.lock()) s->on_reply(m);
                         },
-                        [weak, ready](Result<Consumer> c) {
+                        [weak](Result<Consumer> c) {
                           auto s = weak.lock();
                           if (!s) return;
-                          if (!c) {
-                            if (!s->gone_) s->gone_ = c.error();
-                            return ready(c.error());
-                          }
+                          if (!c) return s->on_started(c.error());
                           s->replies_ = std::move(*c);
                           s->replies_.on_ended([weak](const Error& cause) {
                             if (auto s = weak.lock()) s->on_ended(cause);
                           });
-                          ready(Result<void>());
+                          s->on_started(Result<void>());
                         });
   });
   return self;
+}
+
+// The reply consumer is in place, or will never be: the calls made meanwhile are sent, or
+// fail with the cause; then `ready` is told.
+void RpcClient::on_started(Result<void> outcome) {
+  auto self = shared_from_this();  // a callback below may drop the application's reference
+  auto ready = std::move(on_ready_);
+  on_ready_ = nullptr;
+  if (!outcome) {
+    on_ended(outcome.error());
+  } else {
+    ready_ = true;
+    auto ids = std::move(unsent_);
+    unsent_.clear();
+    for (const auto& id : ids) {
+      auto it = calls_.find(id);
+      if (it == calls_.end() || !it->second.unsent) continue;  // timed out while it waited
+      OwnedPublish unsent = std::move(*it->second.unsent);
+      it->second.unsent.reset();
+      send(id, unsent.publish(), unsent.body());
+    }
+  }
+  if (ready) ready(std::move(outcome));
 }
 
 void RpcClient::call(const RpcCall& call, std::span<const std::byte> body, Callback<Message> done) {
@@ -73,11 +104,24 @@ void RpcClient::call(const RpcCall& call, std::span<const std::byte> body, Callb
   Publish p{.exchange = call.exchange, .routing_key = call.routing_key, .mandatory = true, .properties = call.properties};
   p.properties.reply_to = direct_reply_to;
   p.properties.correlation_id = id;
+  std::optional<OwnedPublish> unsent;
+  if (!ready_) {
+    unsent.emplace(p, body);
+    if (!unsent->status().ok()) {
+      driver_.post([done = std::move(done), cause = unsent->status().error()] { done(cause); });
+      return;
+    }
+    unsent_.push_back(id);
+  }
   auto deadline = deadlines_.emplace(driver_.now() + call.timeout, id);
-  calls_.emplace(id, Call{std::move(done), deadline});
+  calls_.emplace(id, Call{std::move(done), deadline, std::move(unsent)});
   rearm();
+  if (ready_) send(id, p, body);
+}
+
+void RpcClient::send(const std::string& id, const Publish& publish, std::span<const std::byte> body) {
   std::weak_ptr<RpcClient> weak = weak_from_this();
-  channel_.publish(p, body, [weak, id](Result<engine::PublishOutcome> outcome) {
+  channel_.publish(publish, body, [weak, id](Result<engine::PublishOutcome> outcome) {
     auto s = weak.lock();
     if (!s || outcome.ok()) return;
     s->finish(id, std::move(outcome).error());
@@ -104,10 +148,11 @@ void RpcClient::finish(const std::string& id, Result<Message> outcome) {
 }
 
 void RpcClient::on_ended(const Error& cause) {
-  gone_ = cause;
+  if (!gone_) gone_ = cause;
   std::vector<Callback<Message>> failing;
   for (auto& [id, call] : calls_) failing.push_back(std::move(call.done));
   calls_.clear();
+  unsent_.clear();
   deadlines_.clear();
   rearm();
   for (auto& done : failing) done(*gone_);
@@ -141,7 +186,9 @@ std::shared_ptr<RpcServer> RpcServer::start(Channel channel, std::string queue, 
                          },
                          [weak, ready = std::move(ready)](Result<Consumer> c) {
                            auto s = weak.lock();
-                           if (!s) return;
+                           // Dropped meanwhile: the consumer (if it started) is dropped with
+                           // this handle, and ready still runs once.
+                           if (!s) return ready(make_error(errc::channel_closed, "the RPC server was destroyed before it started"));
                            if (!c) return ready(c.error());
                            s->requests_ = std::move(*c);
                            s->requests_.on_ended([weak](const Error& cause) {

@@ -101,6 +101,11 @@ TEST_P(RpcSuite, a_call_without_an_answer_times_out_on_its_own_deadline) {
   ASSERT_EQ(outcomes.size(), 1u);
   EXPECT_EQ(outcomes[0].rfind("300ms: timed out: no reply to call ", 0), 0u) << outcomes[0];
   EXPECT_EQ(rpc->in_flight(), 1u);
+  // Dropped with a call in flight: the call is still told, from the loop.
+  rpc.reset();
+  EXPECT_EQ(outcomes.size(), 1u);
+  ASSERT_TRUE(loop.run_until([&] { return outcomes.size() == 2; }));
+  EXPECT_EQ(outcomes[1], "5s: channel closed: the RPC client was destroyed");
 }
 
 TEST_P(RpcSuite, when_the_reply_consumer_ends_the_calls_in_flight_fail_at_once) {
@@ -121,6 +126,43 @@ TEST_P(RpcSuite, when_the_reply_consumer_ends_the_calls_in_flight_fail_at_once) 
   rpc->call({.routing_key = requests, .timeout = 30s}, text("x"), [&](Result<client::Message> r) { later = said(r); });
   ASSERT_TRUE(loop.run_until([&] { return later.has_value(); }));
   EXPECT_NE(later->find("404"), std::string::npos) << *later;
+}
+
+// RabbitMQ closes the channel (406 "fast reply consumer does not exist") for a publish naming
+// amq.rabbitmq.reply-to from a channel not consuming it: a call made right after start, before
+// ready, must wait for the reply consumer and then be answered.
+TEST_P(RpcSuite, a_call_made_before_ready_waits_for_the_reply_consumer_and_is_answered) {
+  const std::string requests = server_queue();
+  std::optional<std::string> serving;
+  auto server = client::RpcServer::start(
+      open(), requests, [](const client::Delivery& m) { return "re:" + std::string(m.body_text()); },
+      [&](Result<void> r) { serving = r ? "ok" : r.error().to_string(); });
+  ASSERT_TRUE(loop.run_until([&] { return serving.has_value(); }));
+  ASSERT_EQ(*serving, "ok");
+  std::optional<std::string> ready, outcome;
+  auto rpc = client::RpcClient::start(open(), [&](Result<void> r) { ready = r ? "ok" : r.error().to_string(); });
+  ASSERT_FALSE(rpc->ready());
+  std::string body = "early";
+  rpc->call({.routing_key = requests, .timeout = 10s}, text(body), [&](Result<client::Message> r) { outcome = said(r); });
+  body = "overwritten";  // the call keeps its own copy while it waits
+  ASSERT_TRUE(loop.run_until([&] { return outcome.has_value(); }));
+  EXPECT_EQ(ready.value_or("<not told>"), "ok");
+  EXPECT_EQ(*outcome, "re:early");
+}
+
+// A start that fails (the channel is closed under it) fails the calls already made with its
+// cause, at once, not on their own timeouts.
+TEST_P(RpcSuite, a_failed_start_fails_the_calls_made_before_it_at_once) {
+  const auto ch = open();
+  std::optional<std::string> ready, outcome;
+  auto rpc = client::RpcClient::start(ch, [&](Result<void> r) { ready = r ? "ok" : r.error().to_string(); });
+  rpc->call({.routing_key = "anyone", .timeout = 30s}, text("x"), [&](Result<client::Message> r) { outcome = said(r); });
+  ch.queue_declare({.name = "no-such-queue-for-rpc", .passive = true}, nullptr);  // 404 closes the channel
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(loop.run_until([&] { return outcome.has_value() && ready.has_value(); }));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+  EXPECT_NE(ready->find("404"), std::string::npos) << *ready;
+  EXPECT_NE(outcome->find("404"), std::string::npos) << *outcome;
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, RpcSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);

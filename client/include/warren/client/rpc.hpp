@@ -1,11 +1,17 @@
 // Request/reply over RabbitMQ's direct reply-to (amq.rabbitmq.reply-to): no reply queue to
 // declare, leak or clean up. The caller side owns the no-ack reply consumer on its channel
 // and has it in place before start() reports ready, so no fast reply finds nobody listening.
+// A call made before ready waits in the client (its deadline running) and is sent once the
+// consumer is in place: RabbitMQ closes the channel (406) for a publish that names
+// amq.rabbitmq.reply-to from a channel not consuming it. If start fails, every call made so
+// far fails with its cause at once, and later calls fail without being sent.
 // Replies are matched by a correlation id the client generates (a random prefix per client
 // and a counter), so concurrent calls on one channel are told apart; a reply for an id not in
 // flight (stray, late, duplicate) is dropped and counted. Each call has its own deadline. If
 // the reply consumer ends (the broker cancels it, its channel or connection closes) every call
-// in flight fails at once, and later calls fail without being sent.
+// in flight fails at once, and later calls fail without being sent. Dropping the client
+// fails its calls in flight (channel_closed), from the loop, and an unreported start with
+// them: every callback handed in runs exactly once.
 //
 // Requests are published mandatory on a channel in confirm mode, so a request nobody can
 // receive (no such queue) fails at once with the broker's 312 NO_ROUTE instead of waiting
@@ -19,8 +25,10 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "warren/client/connection.hpp"
+#include "warren/client/owned_publish.hpp"
 
 namespace warren::client {
 
@@ -44,15 +52,24 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
   // gone).
   void call(const RpcCall& call, std::span<const std::byte> body, Callback<Message> done);
 
+  ~RpcClient();
+  RpcClient(const RpcClient&) = delete;
+  RpcClient& operator=(const RpcClient&) = delete;
+
   [[nodiscard]] std::size_t in_flight() const noexcept { return calls_.size(); }
   [[nodiscard]] std::uint64_t dropped_replies() const noexcept { return dropped_; }
+  // The reply consumer is in place: calls are sent at once.
+  [[nodiscard]] bool ready() const noexcept { return ready_; }
 
  private:
   struct Call {
     Callback<Message> done;
     std::multimap<engine::Instant, std::string>::iterator deadline;
+    std::optional<OwnedPublish> unsent;  // a call made before ready, copied until it is sent
   };
-  explicit RpcClient(Channel channel);
+  explicit RpcClient(Channel channel, Callback<void> ready);
+  void on_started(Result<void> outcome);
+  void send(const std::string& id, const Publish& publish, std::span<const std::byte> body);
   void on_reply(const Delivery& reply);
   void on_ended(const Error& cause);
   void finish(const std::string& id, Result<Message> outcome);
@@ -65,9 +82,12 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
   std::string id_prefix_;
   std::uint64_t next_id_ = 0;
   std::unordered_map<std::string, Call> calls_;
+  std::vector<std::string> unsent_;  // ids of calls made before ready, in call order
   std::multimap<engine::Instant, std::string> deadlines_;
   std::unique_ptr<Timer> timer_;
-  std::optional<Error> gone_;  // why the reply consumer ended; calls fail with it
+  Callback<void> on_ready_;  // start's `ready`, until it has been told
+  bool ready_ = false;
+  std::optional<Error> gone_;  // why the reply consumer ended (or never started); calls fail with it
   std::uint64_t dropped_ = 0;
 };
 

@@ -17,7 +17,7 @@
 
 #include "warren/asio/consumer.hpp"
 #include "warren/asio/initiate.hpp"
-#include "warren/asio/owned_publish.hpp"
+#include "warren/client/owned_publish.hpp"
 #include "warren/client/channel.hpp"
 
 namespace warren::asio_driver {
@@ -100,7 +100,7 @@ class Channel {
   template <class Token>
   auto publish(const client::Publish& publish, std::span<const std::byte> body, Token&& token) const {
     return start<engine::PublishOutcome>(
-        [owned = detail::OwnedPublish(publish, body)](const client::Channel& ch, client::Callback<engine::PublishOutcome> done) {
+        [owned = client::OwnedPublish(publish, body)](const client::Channel& ch, client::Callback<engine::PublishOutcome> done) {
           if (!owned.status().ok()) return done(owned.status().error());
           ch.publish(owned.publish(), owned.body(), std::move(done));
         },

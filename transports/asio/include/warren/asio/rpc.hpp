@@ -13,7 +13,7 @@
 
 #include "warren/asio/channel.hpp"
 #include "warren/asio/initiate.hpp"
-#include "warren/asio/owned_publish.hpp"
+#include "warren/client/owned_publish.hpp"
 #include "warren/client/rpc.hpp"
 
 namespace warren::asio_driver {
@@ -47,7 +47,7 @@ class RpcClient {
   auto call(const client::Publish& request, std::span<const std::byte> body, Token&& token) const {
     return detail::initiate<client::Message>(
         loop_,
-        [rpc = rpc_, owned = detail::OwnedPublish(request, body)](client::Callback<client::Message> done) {
+        [rpc = rpc_, owned = client::OwnedPublish(request, body)](client::Callback<client::Message> done) {
           if (!owned.status().ok()) return done(owned.status().error());
           const auto& p = owned.publish();
           rpc->call({.exchange = p.exchange, .routing_key = p.routing_key, .properties = p.properties,

@@ -7,7 +7,7 @@
 #include <span>
 
 #include "warren/asio/initiate.hpp"
-#include "warren/asio/owned_publish.hpp"
+#include "warren/client/owned_publish.hpp"
 #include "warren/client/session.hpp"
 
 namespace warren::asio_driver {
@@ -22,7 +22,7 @@ auto async_publish(std::shared_ptr<client::RecoveringChannel> channel, const cli
   const auto loop = detail::loop_executor(channel->driver());
   return detail::initiate<engine::PublishOutcome>(
       loop,
-      [channel = std::move(channel), owned = detail::OwnedPublish(publish, body)](
+      [channel = std::move(channel), owned = client::OwnedPublish(publish, body)](
           client::Callback<engine::PublishOutcome> done) {
         if (!owned.status().ok()) return done(owned.status().error());
         channel->publish(owned.publish(), owned.body(), std::move(done));

@@ -1,7 +1,8 @@
-// A publish and its body copied into one owned buffer. client::Publish holds views (the
-// client copies the frames before publish() returns), but a token's initiation may run later
-// than the call that wrote it (experimental::deferred, a call from another thread handed to
-// the loop), when the caller's strings and body are gone. The properties are encoded as the
+// A publish and its body copied into one owned buffer. Publish holds views (the
+// client copies the frames before publish() returns), but some publishes are sent later than
+// the call that wrote them, when the caller's strings and body are gone: an Asio token's
+// initiation (experimental::deferred, a call from another thread handed to the loop), an RPC
+// call made before its client is ready. The properties are encoded as the
 // content header and decoded back, so every property and header points into the buffer.
 // May not: keep a view of anything the caller owns.
 #pragma once
@@ -14,11 +15,11 @@
 #include "warren/client/options.hpp"
 #include "warren/wire/properties.hpp"
 
-namespace warren::asio_driver::detail {
+namespace warren::client {
 
 class OwnedPublish {
  public:
-  OwnedPublish(const client::Publish& publish, std::span<const std::byte> body) { assign(publish, body); }
+  OwnedPublish(const Publish& publish, std::span<const std::byte> body) { assign(publish, body); }
   OwnedPublish(const OwnedPublish& other) : status_(other.status_) {
     if (status_.ok()) assign(other.publish_, other.body_);
   }
@@ -29,11 +30,11 @@ class OwnedPublish {
 
   // The copy failed when the properties cannot be encoded (a string over 255 bytes, say).
   [[nodiscard]] const Result<void>& status() const noexcept { return status_; }
-  [[nodiscard]] const client::Publish& publish() const noexcept { return publish_; }
+  [[nodiscard]] const Publish& publish() const noexcept { return publish_; }
   [[nodiscard]] std::span<const std::byte> body() const noexcept { return body_; }
 
  private:
-  void assign(const client::Publish& p, std::span<const std::byte> body) {
+  void assign(const Publish& p, std::span<const std::byte> body) {
     auto header_size = wire::content_header_size(p.properties);
     if (!header_size.ok()) {
       status_ = std::move(header_size).error();
@@ -64,9 +65,9 @@ class OwnedPublish {
   }
 
   std::vector<std::byte> storage_;
-  client::Publish publish_;
+  Publish publish_;
   std::span<const std::byte> body_;
   Result<void> status_;
 };
 
-}  // namespace warren::asio_driver::detail
+}  // namespace warren::client
