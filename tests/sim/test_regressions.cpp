@@ -131,5 +131,19 @@ TEST(SimRegression, a_stream_subscriptions_delivery_that_raced_the_cancel_is_rej
                 {Op::other_publisher, 0, 0}, {Op::cancel, 0, 0}, {Op::release_input, 0, 0}});
 }
 
+// Invariant "nothing after the final report"; issue 27 (seed 5760532807976329183, 20,000 cases
+// at max_size 300). A stream consumer with a buffer of 2 fills it and the connection stops
+// reading, so the RPC client's confirm.select-ok never arrives: a call made meanwhile was
+// published at once (the reply consumer did not exist yet), and when the connection ended,
+// the never-finished start did not fail it. It ran on its own timeout, after the
+// connection's final report. Now a call before ready waits in the client and a start that
+// ends fails it.
+TEST(SimRegression, an_rpc_call_made_before_ready_outlives_the_connection) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::declare, 0, 2}, {Op::publish, 0, 6},
+                {Op::other_publisher, 0, 0}, {Op::publish, 0, 2}, {Op::other_publisher, 0, 2},
+                {Op::other_publisher, 0, 0}, {Op::consume_stream, 3, 5}, {Op::rpc_start, 0, 0}, {Op::receive, 0, 0},
+                {Op::consume_stream, 3, 3}, {Op::rpc_call, 0, 2}, {Op::receive, 0, 0}});
+}
+
 }  // namespace
 }  // namespace warren::sim
