@@ -1,6 +1,7 @@
 #include "warren/client/connection.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "channel_core.hpp"
 
@@ -385,19 +386,21 @@ void Connection::get(ChannelId channel, const wire::BasicGet& m,
 }
 
 void Connection::get(ChannelId channel, const wire::BasicGet& m, GetDone done) {
-  // get-empty comes back as an answer; get-ok as a GetOk event with the message.
+  // get-empty comes back as an answer; get-ok as a GetOk event with the message. The get is
+  // waiting in both places (answers_ and gets_), so whichever tells it first takes the
+  // callback: a connection dropped with the get in flight settles both.
   auto shared = std::make_shared<GetDone>(std::move(done));
+  auto once = [shared](const Error* e, const engine::Message* msg, std::uint32_t left) {
+    if (auto fn = std::exchange(*shared, nullptr)) fn(e, msg, left);
+  };
   request([&](engine::Connection& c) {
             auto r = c.basic_get(channel, m, driver_.now());
-            if (r.ok())
-              gets_.emplace(*r, [shared](const Error* e, const engine::Message* msg, std::uint32_t left) {
-                if (*shared) (*shared)(e, msg, left);
-              });
+            if (r.ok()) gets_.emplace(*r, once);
             return r;
           },
-          [shared](const Error* e, const wire::Method*) {
+          [once](const Error* e, const wire::Method*) {
             // Reached only for get-empty or a failure: a message settles through gets_.
-            if (*shared) (*shared)(e, nullptr, 0);
+            once(e, nullptr, 0);
           });
 }
 void Connection::confirm_select(ChannelId channel, Answer done) {

@@ -24,6 +24,16 @@ Pool::Pool(Driver& driver, ConnectionUrl url, PoolOptions options)
   if (options_.size == 0) options_.size = 1;
 }
 
+Pool::~Pool() {
+  auto waiters = std::move(waiters_);
+  auto closed = std::move(on_closed_);
+  if (waiters.empty() && !closed) return;
+  driver_.post([waiters = std::move(waiters), closed = std::move(closed)] {
+    for (auto& waiter : waiters) waiter(make_error(errc::connection_closed, "the pool was destroyed"));
+    if (closed) closed(make_error(errc::connection_closed, "the pool was destroyed before its connections closed"));
+  });
+}
+
 std::shared_ptr<Pool> Pool::create(Driver& driver, ConnectionUrl url, PoolOptions options) {
   return std::shared_ptr<Pool>(new Pool(driver, std::move(url), std::move(options)));
 }

@@ -1,5 +1,6 @@
 #include "warren/client/rpc.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <random>
 
@@ -83,7 +84,7 @@ void RpcClient::on_started(Result<void> outcome) {
     ready_ = true;
     auto ids = std::move(unsent_);
     unsent_.clear();
-    for (const auto& id : ids) {
+    for (const auto id : ids) {
       auto it = calls_.find(id);
       if (it == calls_.end() || !it->second.unsent) continue;  // timed out while it waited
       OwnedPublish unsent = std::move(*it->second.unsent);
@@ -100,10 +101,11 @@ void RpcClient::call(const RpcCall& call, std::span<const std::byte> body, Callb
     driver_.post([done = std::move(done), cause = *gone_] { done(cause); });
     return;
   }
-  std::string id = id_prefix_ + std::to_string(++next_id_);
+  const std::uint64_t id = ++next_id_;
+  const std::string correlation_id = id_prefix_ + std::to_string(id);
   Publish p{.exchange = call.exchange, .routing_key = call.routing_key, .mandatory = true, .properties = call.properties};
   p.properties.reply_to = direct_reply_to;
-  p.properties.correlation_id = id;
+  p.properties.correlation_id = correlation_id;
   std::optional<OwnedPublish> unsent;
   if (!ready_) {
     unsent.emplace(p, body);
@@ -119,7 +121,7 @@ void RpcClient::call(const RpcCall& call, std::span<const std::byte> body, Callb
   if (ready_) send(id, p, body);
 }
 
-void RpcClient::send(const std::string& id, const Publish& publish, std::span<const std::byte> body) {
+void RpcClient::send(std::uint64_t id, const Publish& publish, std::span<const std::byte> body) {
   std::weak_ptr<RpcClient> weak = weak_from_this();
   channel_.publish(publish, body, [weak, id](Result<engine::PublishOutcome> outcome) {
     auto s = weak.lock();
@@ -129,15 +131,25 @@ void RpcClient::send(const std::string& id, const Publish& publish, std::span<co
 }
 
 void RpcClient::on_reply(const Delivery& reply) {
-  const auto id = reply.properties().correlation_id;
-  if (!id || !calls_.contains(std::string(*id))) {
+  const auto correlation_id = reply.properties().correlation_id;
+  const auto id = correlation_id ? call_of(*correlation_id) : std::nullopt;
+  if (!id || !calls_.contains(*id)) {
     ++dropped_;
     return;
   }
-  finish(std::string(*id), reply.take());
+  finish(*id, reply.take());
 }
 
-void RpcClient::finish(const std::string& id, Result<Message> outcome) {
+std::optional<std::uint64_t> RpcClient::call_of(std::string_view correlation_id) const {
+  if (!correlation_id.starts_with(id_prefix_)) return std::nullopt;
+  const auto digits = correlation_id.substr(id_prefix_.size());
+  std::uint64_t id = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return id;
+}
+
+void RpcClient::finish(std::uint64_t id, Result<Message> outcome) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;  // already answered, timed out or failed
   auto done = std::move(it->second.done);
@@ -161,8 +173,8 @@ void RpcClient::on_ended(const Error& cause) {
 void RpcClient::on_timer() {
   const auto now = driver_.now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    std::string id = deadlines_.begin()->second;
-    finish(id, make_error(errc::timeout, "no reply to call " + id));
+    const std::uint64_t id = deadlines_.begin()->second;
+    finish(id, make_error(errc::timeout, "no reply to call " + id_prefix_ + std::to_string(id)));
   }
   rearm();
 }

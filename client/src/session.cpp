@@ -71,9 +71,42 @@ struct RecoveringChannel::Tracked {
   bool sent = false;
 };
 
-RecoveringChannel::RecoveringChannel(Session& session, Setup setup) : session_(session), setup_(std::move(setup)) {}
-RecoveringChannel::~RecoveringChannel() = default;
-Driver& RecoveringChannel::driver() const noexcept { return session_.driver(); }
+RecoveringChannel::RecoveringChannel(Session& session, Setup setup)
+    : session_(&session), driver_(session.driver()), setup_(std::move(setup)) {}
+
+// Only the session's own destruction ends a channel's publishes (orphan()), so by now none
+// is left to tell; should one be, it is told rather than lost.
+RecoveringChannel::~RecoveringChannel() {
+  abandon(make_error(errc::connection_closed, "the session was destroyed"));
+}
+
+Driver& RecoveringChannel::driver() const noexcept { return driver_; }
+
+// Every publish not yet reported is told `cause`, from the loop: this runs inside
+// destructors, which may run inside the application's callbacks.
+void RecoveringChannel::abandon(const Error& cause) {
+  std::vector<Callback<engine::PublishOutcome>> dones;
+  for (auto& [at, t] : deadlines_) {
+    t->owner = nullptr;
+    if (t->done) dones.push_back(std::move(t->done));
+  }
+  deadlines_.clear();
+  waiting_.clear();
+  armed_.reset();
+  if (deadline_timer_) deadline_timer_->cancel();
+  if (dones.empty()) return;
+  driver_.post([dones = std::move(dones), cause]() mutable {
+    for (auto& done : dones) done(cause);
+  });
+}
+
+// The session is being destroyed and the application may keep this channel: it lets go of
+// the connection, tells every publish, and from now on refuses publishes at once.
+void RecoveringChannel::orphan(const Error& cause) {
+  detach();
+  session_ = nullptr;
+  abandon(cause);
+}
 
 // The one place a publish's outcome is reported: at most once, whichever of the broker's
 // answer, the deadline or a failure comes first.
@@ -87,20 +120,21 @@ void RecoveringChannel::settle(const std::shared_ptr<Tracked>& t, Result<engine:
 
 void RecoveringChannel::publish(const Publish& p, std::span<const std::byte> body, Callback<engine::PublishOutcome> done) {
   auto fail_now = [&](Error e) {
-    session_.driver().post([done = std::move(done), e = std::move(e)] {
+    driver_.post([done = std::move(done), e = std::move(e)] {
       if (done) done(e);
     });
   };
-  const engine::Duration timeout = p.timeout.value_or(session_.options_.client.engine.request_timeout);
-  if (session_.status().state == Session::State::closed) return fail_now(session_.closed_cause());
+  if (!session_) return fail_now(make_error(errc::connection_closed, "the session was destroyed"));
+  const engine::Duration timeout = p.timeout.value_or(session_->options_.client.engine.request_timeout);
+  if (session_->status().state == Session::State::closed) return fail_now(session_->closed_cause());
   if (permanent_ && !ready_) return fail_now(*permanent_);
-  if (!ready_ && waiting_.size() >= session_.max_waiting_publishes())
+  if (!ready_ && waiting_.size() >= session_->max_waiting_publishes())
     return fail_now(make_error(errc::resource_locked, std::to_string(waiting_.size()) +
                                                           " publishes already wait for the connection (max_waiting_publishes)"));
   auto t = std::make_shared<Tracked>();
   t->done = std::move(done);
   t->owner = this;
-  const auto deadline = session_.driver().now() + timeout;
+  const auto deadline = driver_.now() + timeout;
   t->deadline = deadlines_.emplace(deadline, t);
   if (!armed_ || deadline < *armed_) rearm();
   // Ready: straight to the connection, which copies the message. Otherwise it waits, owning
@@ -116,7 +150,7 @@ void RecoveringChannel::send(const Publish& p, std::span<const std::byte> body, 
   // The engine's deadline is the rest of this publish's own, not the connection's default.
   Publish bounded = p;
   bounded.timeout = std::max(engine::Duration{1}, std::chrono::duration_cast<engine::Duration>(
-                                                      t->deadline->first - session_.driver().now()));
+                                                      t->deadline->first - driver_.now()));
   std::weak_ptr<Tracked> weak = t;
   channel_.publish(bounded, body, [weak](Result<engine::PublishOutcome> outcome) {
     if (auto t = weak.lock()) settle(t, std::move(outcome));
@@ -126,7 +160,7 @@ void RecoveringChannel::send(const Publish& p, std::span<const std::byte> body, 
 void RecoveringChannel::rearm() {
   if (!deadline_timer_) {
     std::weak_ptr<RecoveringChannel> weak = weak_from_this();
-    deadline_timer_ = session_.driver().timer([weak] {
+    deadline_timer_ = driver_.timer([weak] {
       if (auto self = weak.lock()) self->expire();
     });
   }
@@ -140,7 +174,7 @@ void RecoveringChannel::rearm() {
 }
 
 void RecoveringChannel::expire() {
-  const auto now = session_.driver().now();
+  const auto now = driver_.now();
   std::vector<std::shared_ptr<Tracked>> due;
   for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) due.push_back(it->second);
   for (auto& t : due) {
@@ -234,16 +268,16 @@ void RecoveringChannel::failed(const Error& cause) {
     fail_waiting(cause);  // waiting will not change the answer
   }
   const unsigned attempt = status_.attempt + 1;
-  const auto delay = session_.draw_delay(attempt);
+  const auto delay = session_->draw_delay(attempt);
   set_status(Status{State::retrying, attempt, delay, cause});
   if (!retry_timer_) {
     std::weak_ptr<RecoveringChannel> weak = weak_from_this();
-    retry_timer_ = session_.driver().keepalive_timer([weak] {
+    retry_timer_ = driver_.keepalive_timer([weak] {
       auto self = weak.lock();
       if (self && self->connection_ && self->connection_->is_open() && !self->ready_) self->open();
     });
   }
-  retry_timer_->arm(session_.driver().now() + delay);
+  retry_timer_->arm(driver_.now() + delay);
 }
 
 void RecoveringChannel::detach() {
@@ -261,6 +295,9 @@ Session::Session(Driver& driver, ConnectionUrl url, SessionOptions options)
       random_(options_.jitter_seed ? *options_.jitter_seed : std::random_device{}()) {}
 
 Session::~Session() {
+  // Its recovering channels let go of the connection and tell every publish (the
+  // application may keep a channel; its later publishes fail at once).
+  for (auto& ch : channels_) ch->orphan(make_error(errc::connection_closed, "the session was destroyed"));
   // Dropped while plain channels wait for a connection: each is still told, after this turn.
   fail_channel_waiters(make_error(errc::connection_closed, "the session was destroyed before a connection came"));
 }

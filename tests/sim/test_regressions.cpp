@@ -145,5 +145,42 @@ TEST(SimRegression, an_rpc_call_made_before_ready_outlives_the_connection) {
                 {Op::consume_stream, 3, 3}, {Op::rpc_call, 0, 2}, {Op::receive, 0, 0}});
 }
 
+// Invariant "exactly once"; issue 27 (the simulation now drops Pools). The pool is dropped
+// while its close waits for a connection that is still dialling: the close's done was never
+// told (nor would a waiting borrow be).
+TEST(SimRegression, a_pool_dropped_while_it_closes_never_tells_the_close) {
+  expect_holds({{Op::pool_borrow, 0, 0}, {Op::pool_close, 0, 0}, {Op::drop_pool, 0, 0}});
+}
+
+// Invariant "exactly once"; issue 27. Both connections of the pool (size 2) are lent, a third
+// borrow waits for one to come back, and the pool goes.
+TEST(SimRegression, a_pool_dropped_with_a_borrow_waiting_never_tells_the_borrow) {
+  expect_holds({{Op::pool_borrow, 0, 0}, {Op::pool_borrow, 0, 0}, {Op::pool_borrow, 0, 0}, {Op::drop_pool, 0, 0}});
+}
+
+// A crash (use after free); issue 27 (the simulation now drops Sessions). The application
+// keeps a recovering channel and drops its session (b=1): the channel's publish read the
+// destroyed session through a reference.
+TEST(SimRegression, a_publish_on_a_recovering_channel_whose_session_was_dropped) {
+  expect_holds({{Op::session_start, 0, 0}, {Op::session_channel, 0, 0}, {Op::drop_session, 0, 1},
+                {Op::session_publish, 0, 0}});
+}
+
+// Invariant "exactly once"; issue 27. A publish waits for a recovering channel (the session
+// never got a connection: 5004 refuses, then 5002's dial is held) when the session and its
+// channels are dropped: the publish's done was destroyed untold.
+TEST(SimRegression, a_waiting_publish_of_a_dropped_session_is_never_told) {
+  expect_holds({{Op::session_start, 0, 0}, {Op::session_channel, 0, 0}, {Op::stall, 1, 0}, {Op::session_publish, 0, 3},
+                {Op::drop_session, 0, 0}});
+}
+
+// Invariant "exactly once"; issue 27 (the simulation now drops live Connections). A
+// basic.get is in flight (the network stalls) when the application drops the connection:
+// its done ran twice.
+TEST(SimRegression, a_get_in_flight_when_a_live_connection_is_dropped_runs_twice) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::stall, 0, 0}, {Op::get, 0, 0},
+                {Op::drop_connection, 0, 0}});
+}
+
 }  // namespace
 }  // namespace warren::sim

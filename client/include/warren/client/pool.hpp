@@ -56,6 +56,12 @@ class Pool : public std::enable_shared_from_this<Pool> {
   using Borrowed = Callback<Lease>;
 
   [[nodiscard]] static std::shared_ptr<Pool> create(Driver& driver, ConnectionUrl url, PoolOptions options);
+  // Dropping the pool closes its idle connections' sockets; a lent connection stays with its
+  // Lease. Waiting borrows and a close in progress are still told (connection_closed), from
+  // the loop.
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
 
   // Lends an idle healthy connection, or dials one if fewer than `size` exist, or waits for
   // one to come back. `done` never runs inside this call.

@@ -24,7 +24,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "warren/client/connection.hpp"
@@ -64,15 +63,17 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
  private:
   struct Call {
     Callback<Message> done;
-    std::multimap<engine::Instant, std::string>::iterator deadline;
+    std::multimap<engine::Instant, std::uint64_t>::iterator deadline;
     std::optional<OwnedPublish> unsent;  // a call made before ready, copied until it is sent
   };
   explicit RpcClient(Channel channel, Callback<void> ready);
   void on_started(Result<void> outcome);
-  void send(const std::string& id, const Publish& publish, std::span<const std::byte> body);
+  void send(std::uint64_t call, const Publish& publish, std::span<const std::byte> body);
   void on_reply(const Delivery& reply);
   void on_ended(const Error& cause);
-  void finish(const std::string& id, Result<Message> outcome);
+  void finish(std::uint64_t call, Result<Message> outcome);
+  // The call a correlation id of this client names, if it does.
+  [[nodiscard]] std::optional<std::uint64_t> call_of(std::string_view correlation_id) const;
   void on_timer();
   void rearm();
 
@@ -81,9 +82,11 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
   Consumer replies_;
   std::string id_prefix_;
   std::uint64_t next_id_ = 0;
-  std::unordered_map<std::string, Call> calls_;
-  std::vector<std::string> unsent_;  // ids of calls made before ready, in call order
-  std::multimap<engine::Instant, std::string> deadlines_;
+  // By call number (the correlation id is the prefix and the number): in call order, so
+  // calls that fail together are told in the order they were made.
+  std::map<std::uint64_t, Call> calls_;
+  std::vector<std::uint64_t> unsent_;  // calls made before ready, in call order
+  std::multimap<engine::Instant, std::uint64_t> deadlines_;
   std::unique_ptr<Timer> timer_;
   Callback<void> on_ready_;  // start's `ready`, until it has been told
   bool ready_ = false;

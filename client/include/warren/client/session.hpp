@@ -72,6 +72,8 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   };
   ~RecoveringChannel();
 
+  // Kept after its session was destroyed, the channel fails every publish at once
+  // (connection_closed); the publishes it held then were told the same, from the loop.
   // Every change of this channel's state, as it happens (on the loop's thread).
   std::function<void(const Status& status)> on_status;
   [[nodiscard]] const Status& status() const noexcept { return status_; }
@@ -108,8 +110,11 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   void expire();  // publishes past their deadline, waiting or sent
   void rearm();   // the deadline timer, for the earliest deadline or none
   static void settle(const std::shared_ptr<Tracked>& t, Result<engine::PublishOutcome> outcome);
+  void abandon(const Error& cause);  // every publish not yet reported is told `cause` (posted)
+  void orphan(const Error& cause);   // the session is being destroyed
 
-  Session& session_;
+  Session* session_;  // null once the session was destroyed
+  Driver& driver_;
   Setup setup_;
   std::shared_ptr<Connection> connection_;
   Channel channel_;
