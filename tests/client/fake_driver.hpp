@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "client/model_exchanges.hpp"
 #include "warren/client/driver.hpp"
 #include "warren/wire/wire.hpp"
 
@@ -53,9 +54,17 @@ struct BrokerWorld {
   std::map<std::string, int> received;  // by publish key (the body up to its first ':')
   std::set<std::string> acked, nacked;  // publish keys the broker confirmed or nacked
   std::vector<FakeBroker*> brokers;     // every connection's broker side, for deliveries
+  ModelExchanges exchanges;             // declared exchanges and their bindings
+  std::map<std::string, int> returned;  // basic.return sent, by publish key
+  // Connections the broker dropped because the client sent nothing for two heartbeat
+  // intervals (RabbitMQ drops the TCP connection): a client owes its heartbeats.
+  std::vector<std::string> heartbeat_missed;
+  int next_broker_id = 0;
   void dispatch();                      // hands queued messages to consumers, anywhere
   static std::string key_of(std::string_view body) { return std::string(body.substr(0, body.find(':'))); }
 };
+
+inline bool route_reply(BrokerWorld& world, std::string_view routing_key, BrokerWorld::Message m);
 
 // RabbitMQ's side of one connection: handshake, channels, confirm mode, declare, publish
 // (acked at once unless held), consume, close.
@@ -69,7 +78,10 @@ class FakeBroker {
     std::string version;  // set: server-properties "version" in connection.start
   };
   explicit FakeBroker(Config config) : config_(config) {
-    if (config_.world) config_.world->brokers.push_back(this);
+    if (config_.world) {
+      config_.world->brokers.push_back(this);
+      id_ = ++config_.world->next_broker_id;
+    }
   }
   ~FakeBroker() { disconnect(); }
   FakeBroker(const FakeBroker&) = delete;
@@ -192,6 +204,7 @@ class FakeBroker {
     }
   }
   [[nodiscard]] bool is_silent() const { return silent_; }
+  [[nodiscard]] BrokerWorld* world() const { return config_.world; }
   [[nodiscard]] std::uint16_t negotiated_heartbeat_s() const { return heartbeat_s_; }
   // Channels the broker has open (not closing), and consumer tags, in order.
   [[nodiscard]] std::vector<std::uint16_t> open_channels() const {
@@ -206,6 +219,25 @@ class FakeBroker {
     return out;
   }
   std::function<void(std::uint16_t heartbeat_s)> on_tuned;  // set by the driver
+  // channel.flow from the broker (RabbitMQ itself never sends it; the protocol allows it):
+  // the client must answer flow-ok.
+  void send_flow(std::uint16_t channel, bool active) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end() || it->second.closing || closing_ || gone_) return;
+    ++it->second.flows_unanswered;
+    send(channel, wire::ChannelFlow{active});
+    flush_async();
+  }
+  // channel.flow the broker sent and the client has not answered, over open channels.
+  [[nodiscard]] int unanswered_flows() const {
+    int n = 0;
+    for (const auto& [id, ch] : channels_)
+      if (!ch.closing) n += ch.flows_unanswered;
+    return n;
+  }
+  // Whether the broker still checks the client's heartbeats: not once it stopped reading
+  // (blocked, silent) or the connection is closing.
+  [[nodiscard]] bool checks_heartbeats() const { return open_ && !paused_ && !silent_ && !closing_ && !gone_; }
 
  private:
   template <class M>
@@ -297,6 +329,7 @@ class FakeBroker {
     std::string queue;
     BrokerWorld::Message message;
     bool stream = false;  // delivered to a stream subscription
+    std::string tag;      // the consumer it went to; empty for basic.get
   };
   struct Incoming {  // a publish whose content is still arriving
     std::string exchange, routing_key, body;
@@ -308,6 +341,9 @@ class FakeBroker {
   struct ModelChannel {
     bool closing = false;  // the broker sent channel.close and waits for close-ok
     bool confirm = false;
+    std::uint16_t prefetch = 0;         // basic.qos, global=false: each later consumer's limit
+    std::uint16_t global_prefetch = 0;  // basic.qos, global=true: the channel's consumers together
+    int flows_unanswered = 0;
     std::uint64_t seq = 0;
     std::uint64_t next_delivery_tag = 0;
     std::map<std::uint64_t, Unacked> unacked;
@@ -318,6 +354,7 @@ class FakeBroker {
     std::string queue;
     bool no_ack = false;
     bool stream = false;  // subscribed with x-stream-offset
+    std::uint16_t limit = 0;  // its prefetch (0: none)
   };
   friend struct BrokerWorld;
 
@@ -373,7 +410,18 @@ class FakeBroker {
     if (!m.reply_to.empty()) p.reply_to = m.reply_to;
     (void)wire::write_content(out_, c.channel, wire::BasicDeliver{tag, dtag, m.redelivered, "", c.queue}, p,
                               std::as_bytes(std::span{m.body.data(), m.body.size()}), frame_max_);
-    if (!c.no_ack) ch.unacked.emplace(dtag, Unacked{c.queue, std::move(m), c.stream});
+    if (!c.no_ack) ch.unacked.emplace(dtag, Unacked{c.queue, std::move(m), c.stream, tag});
+  }
+  // Whether a consumer holds as many unacked deliveries as its prefetch (or its channel as
+  // many as the channel's global one) allows.
+  static bool full(const ModelChannel& ch, const std::string& tag, const ModelConsumer& c) {
+    std::size_t mine = 0, all = 0;
+    for (const auto& [dtag, u] : ch.unacked) {
+      if (u.tag.empty()) continue;  // basic.get's do not count
+      ++all;
+      mine += u.tag == tag;
+    }
+    return (c.limit && mine >= c.limit) || (ch.global_prefetch && all >= ch.global_prefetch);
   }
   // One round of deliveries from the world's queues to this connection's consumers.
   bool dispatch_some() {
@@ -382,6 +430,7 @@ class FakeBroker {
     for (auto& [tag, c] : consumers_by_tag_) {
       auto chit = channels_.find(c.channel);
       if (chit == channels_.end() || chit->second.closing) continue;
+      if (!c.no_ack && full(chit->second, tag, c)) continue;  // prefetch reached: RabbitMQ waits for acks
       auto q = config_.world->queues.find(c.queue);
       if (q == config_.world->queues.end() || q->second.empty()) continue;
       auto m = std::move(q->second.front());
@@ -503,13 +552,56 @@ class FakeBroker {
       if (!q->no_wait) send(chn, wire::QueueDeclareOk{name, static_cast<std::uint32_t>(queue.size()), consumers});
       return;
     }
-    if (std::holds_alternative<wire::BasicQos>(m)) {
+    if (const auto* qos = std::get_if<wire::BasicQos>(&m)) {
+      (qos->global ? ch.global_prefetch : ch.prefetch) = qos->prefetch_count;
       send(chn, wire::BasicQosOk{});
+      config_.world->dispatch();  // a raised limit lets more through
+      return;
+    }
+    if (const auto* x = std::get_if<wire::ExchangeDeclare>(&m)) {
+      if (auto refused = config_.world->exchanges.declare(std::string(x->exchange), std::string(x->type), x->passive)) {
+        if (refused->code >= 500) return connection_error(refused->code, refused->text);
+        return begin_channel_close(chn, refused->code, refused->text, 40, 10);
+      }
+      if (!x->no_wait) send(chn, wire::ExchangeDeclareOk{});
+      return;
+    }
+    if (const auto* x = std::get_if<wire::ExchangeDelete>(&m)) {
+      config_.world->exchanges.remove(std::string(x->exchange));
+      if (!x->no_wait) send(chn, wire::ExchangeDeleteOk{});
+      return;
+    }
+    if (const auto* b = std::get_if<wire::QueueBind>(&m)) {
+      const std::string queue(b->queue);
+      if (!config_.world->queues.contains(queue))
+        return begin_channel_close(chn, 404, "NOT_FOUND - no queue '" + queue + "' in vhost '/'", 50, 20);
+      if (auto refused = config_.world->exchanges.bind(std::string(b->exchange), queue, std::string(b->routing_key)))
+        return begin_channel_close(chn, refused->code, refused->text, 50, 20);
+      if (!b->no_wait) send(chn, wire::QueueBindOk{});
+      return;
+    }
+    if (const auto* u = std::get_if<wire::QueueUnbind>(&m)) {
+      config_.world->exchanges.unbind(std::string(u->exchange), std::string(u->queue), std::string(u->routing_key));
+      send(chn, wire::QueueUnbindOk{});
+      return;
+    }
+    if (const auto* flow = std::get_if<wire::ChannelFlow>(&m)) {
+      // RabbitMQ (rabbit_channel) answers active=true and refuses to pause a channel.
+      if (!flow->active) return connection_error(540, "NOT_IMPLEMENTED - active=false");
+      send(chn, wire::ChannelFlowOk{true});
+      return;
+    }
+    if (std::holds_alternative<wire::ChannelFlowOk>(m)) {
+      if (ch.flows_unanswered > 0) --ch.flows_unanswered;
       return;
     }
     if (const auto* c = std::get_if<wire::BasicConsume>(&m)) {
       const std::string queue(c->queue);
-      if (queue != "amq.rabbitmq.reply-to" && !config_.world->queues.contains(queue)) {
+      if (queue == direct_reply_to && !c->no_ack) {
+        begin_channel_close(chn, 406, "PRECONDITION_FAILED - reply consumer cannot acknowledge", 60, 20);
+        return;
+      }
+      if (queue != direct_reply_to && !config_.world->queues.contains(queue)) {
         begin_channel_close(chn, 404, "NOT_FOUND - no queue '" + queue + "' in vhost '/'", 60, 20);
         return;
       }
@@ -523,7 +615,7 @@ class FakeBroker {
       queue_name_ = queue;
       auto arguments = c->arguments.to_table();
       const bool stream = arguments.ok() && arguments->find("x-stream-offset") != nullptr;
-      consumers_by_tag_[tag] = ModelConsumer{chn, queue, c->no_ack, stream};
+      consumers_by_tag_[tag] = ModelConsumer{chn, queue, c->no_ack, stream, ch.prefetch};
       if (!c->no_wait) send(chn, wire::BasicConsumeOk{tag});
       config_.world->dispatch();
       return;
@@ -588,30 +680,67 @@ class FakeBroker {
     if (requeue_it && *requeue_it) config_.world->dispatch();
   }
 
+  static constexpr std::string_view direct_reply_to = "amq.rabbitmq.reply-to";
+  // The channel's consumer of amq.rabbitmq.reply-to, if it has one.
+  const std::string* reply_consumer(std::uint16_t chn) const {
+    for (const auto& [tag, c] : consumers_by_tag_)
+      if (c.queue == direct_reply_to && c.channel == chn) return &tag;
+    return nullptr;
+  }
+  // A server's answer to amq.rabbitmq.reply-to.<broker>.<channel>: to that channel's reply
+  // consumer, if it is still there.
+  bool deliver_reply(std::uint16_t chn, BrokerWorld::Message m) {
+    auto chit = channels_.find(chn);
+    const std::string* tag = reply_consumer(chn);
+    if (gone_ || closing_ || chit == channels_.end() || chit->second.closing || !tag) return false;
+    const std::string t = *tag;
+    deliver_to(t, consumers_by_tag_.at(t), std::move(m));
+    flush_async();
+    return true;
+  }
+  friend bool route_reply(BrokerWorld& world, std::string_view routing_key, BrokerWorld::Message m);
+
   void model_published(std::uint16_t chn, Incoming in) {
     auto& world = *config_.world;
     const std::string key = BrokerWorld::key_of(in.body);
     ++published;
     ++world.received[key];
     auto& ch = channels_[chn];
+    // Direct reply-to works only from a channel that consumes it (RabbitMQ: 406); the
+    // request's reply_to becomes an address of that channel.
+    std::string reply_to = in.reply_to;
+    if (reply_to == direct_reply_to) {
+      if (!reply_consumer(chn))
+        return begin_channel_close(chn, 406, "PRECONDITION_FAILED - fast reply consumer does not exist", 60, 40);
+      reply_to = std::string(direct_reply_to) + "." + std::to_string(id_) + "." + std::to_string(chn);
+    }
     std::uint64_t seq = 0;
     if (ch.confirm) seq = ++ch.seq;
     bool routed = false;
+    const BrokerWorld::Message message{in.body, in.correlation_id, reply_to, false};
     if (in.exchange.empty() && in.routing_key == "rpc") {
       routed = true;
-      // An RPC server that answers at once, through direct reply-to on this connection.
-      if (in.reply_to == "amq.rabbitmq.reply-to") {
-        for (auto& [tag, c] : consumers_by_tag_)
-          if (c.queue == "amq.rabbitmq.reply-to" && !channels_[c.channel].closing) {
-            rpc_replies_.push_back({tag, BrokerWorld::Message{"re:" + in.body, in.correlation_id, {}, false}});
-            break;
-          }
+      // An RPC server that answers at once, through direct reply-to on this channel.
+      if (in.reply_to == direct_reply_to)
+        rpc_replies_.push_back({chn, BrokerWorld::Message{"re:" + in.body, in.correlation_id, {}, false}});
+    } else if (in.exchange.empty() && in.routing_key.starts_with(std::string(direct_reply_to) + ".")) {
+      routed = route_reply(world, in.routing_key, message);
+    } else if (in.exchange.empty()) {
+      if (auto q = world.queues.find(in.routing_key); q != world.queues.end()) {
+        routed = true;
+        q->second.push_back(message);
       }
-    } else if (in.exchange.empty() && world.queues.contains(in.routing_key)) {
-      routed = true;
-      world.queues[in.routing_key].push_back(BrokerWorld::Message{in.body, in.correlation_id, in.reply_to, false});
+    } else {
+      auto queues = world.exchanges.route(in.exchange, in.routing_key);
+      if (!queues) return begin_channel_close(chn, 404, "NOT_FOUND - no exchange '" + in.exchange + "' in vhost '/'", 60, 40);
+      for (const auto& name : *queues)
+        if (auto q = world.queues.find(name); q != world.queues.end()) {
+          routed = true;
+          q->second.push_back(message);
+        }
     }
     if (!routed && in.mandatory) {
+      ++world.returned[key];
       (void)wire::write_content(out_, chn, wire::BasicReturn{312, "NO_ROUTE", in.exchange, in.routing_key}, {},
                                 std::as_bytes(std::span{in.body.data(), in.body.size()}), frame_max_);
     }
@@ -626,11 +755,9 @@ class FakeBroker {
         else confirm(chn, seq);
       }
     }
-    for (auto& [tag, msg] : rpc_replies_) {
-      auto c = consumers_by_tag_.find(tag);
-      if (c != consumers_by_tag_.end()) deliver_to(tag, c->second, std::move(msg));
-    }
+    auto replies = std::move(rpc_replies_);
     rpc_replies_.clear();
+    for (auto& [channel, msg] : replies) (void)deliver_reply(channel, std::move(msg));
     world.dispatch();
   }
 
@@ -667,7 +794,8 @@ class FakeBroker {
   std::map<std::string, ModelConsumer> consumers_by_tag_;
   std::map<std::pair<std::uint16_t, std::uint64_t>, std::string> seq_keys_;  // unconfirmed: publish key
   std::vector<std::pair<std::uint16_t, std::uint64_t>> held_confirms_;
-  std::vector<std::pair<std::string, BrokerWorld::Message>> rpc_replies_;
+  std::vector<std::pair<std::uint16_t, BrokerWorld::Message>> rpc_replies_;  // by channel
+  int id_ = 0;  // in the world, for direct reply-to addresses
 
   Config config_;
   wire::FrameDecoder decoder_{wire::FrameDecoder::Peer::client, 0};
@@ -691,6 +819,18 @@ inline void BrokerWorld::dispatch() {
   }
 }
 
+// amq.rabbitmq.reply-to.<broker>.<channel>: the caller's reply consumer, wherever it is.
+inline bool route_reply(BrokerWorld& world, std::string_view routing_key, BrokerWorld::Message m) {
+  auto rest = routing_key.substr(FakeBroker::direct_reply_to.size() + 1);
+  const auto dot = rest.find('.');
+  if (dot == std::string_view::npos) return false;
+  const int id = std::stoi(std::string(rest.substr(0, dot)));
+  const auto channel = static_cast<std::uint16_t>(std::stoi(std::string(rest.substr(dot + 1))));
+  for (auto* b : world.brokers)
+    if (b->id_ == id) return b->deliver_reply(channel, std::move(m));
+  return false;
+}
+
 class FakeDriver final : public client::Driver {
  public:
   // mute: accepts the connection, then never says a word (a host that hangs in the handshake).
@@ -712,6 +852,7 @@ class FakeDriver final : public client::Driver {
     auto it = hosts.find(endpoint.port);
     const Host host = it == hosts.end() ? Host::refuse : it->second;
     auto stream = std::make_unique<FakeStream>(*this, events, endpoint);
+    stream->last_write = now_;
     auto alive = stream->alive;
     FakeStream* s = stream.get();
     switch (host) {
@@ -786,6 +927,24 @@ class FakeDriver final : public client::Driver {
         if (st->heartbeat_at && *st->heartbeat_at <= until && (!next || *st->heartbeat_at < *next->deadline) &&
             (!beat || *st->heartbeat_at < *beat->heartbeat_at))
           beat = st;
+      // A model broker that has heard nothing from its client for two heartbeat intervals
+      // drops the connection, as RabbitMQ does (a reset, no connection.close).
+      FakeStream* deaf = nullptr;
+      std::optional<engine::Instant> deaf_at;
+      for (auto* st : live_) {
+        if (!st->heartbeat_s || st->stalled || !st->broker->world() || !st->broker->checks_heartbeats()) continue;
+        const auto at = st->last_write + 2 * std::chrono::seconds(st->heartbeat_s);
+        if (at <= until && (!next || at < *next->deadline) && (!beat || at < *beat->heartbeat_at) && (!deaf_at || at < *deaf_at)) {
+          deaf = st;
+          deaf_at = at;
+        }
+      }
+      if (deaf) {
+        now_ = *deaf_at;
+        deaf->broker->world()->heartbeat_missed.push_back(std::to_string(deaf->endpoint.port));
+        deaf->fail(make_error(errc::connection_lost, "connection reset by peer (the broker missed the client's heartbeats)"));
+        continue;
+      }
       if (beat) {
         now_ = *beat->heartbeat_at;
         beat->heartbeat_at = now_ + std::chrono::seconds(beat->heartbeat_s);
@@ -835,6 +994,14 @@ class FakeDriver final : public client::Driver {
     FakeStream* s = stream_on(port);
     if (!s) return false;
     s->hold(hold);
+    return true;
+  }
+  // The broker's bytes to this connection arrive split into pieces of 1-24 bytes, each on
+  // its own turn (sizes drawn from `seed`), so every frame boundary is crossed mid-frame.
+  bool split_reads(std::uint16_t port, std::uint64_t seed) {
+    FakeStream* s = stream_on(port);
+    if (!s) return false;
+    s->split = seed;
     return true;
   }
   [[nodiscard]] bool stalled(std::uint16_t port) {
@@ -899,6 +1066,7 @@ class FakeDriver final : public client::Driver {
 
     void write(std::span<const std::span<const std::byte>> parts) override {
       if (stalled) return;  // never completes
+      last_write = driver.now_;
       std::vector<std::byte> bytes;
       for (auto p : parts) bytes.insert(bytes.end(), p.begin(), p.end());
       auto reply = broker ? broker->handle(bytes) : std::vector<std::byte>{};
@@ -910,11 +1078,13 @@ class FakeDriver final : public client::Driver {
         receive(reply);
       });
     }
-    // Bytes from the broker: now, or held while the client is not reading (or a fault holds them).
+    // Bytes from the broker: now, or held while the client is not reading (or a fault holds
+    // them). Split, they arrive in small pieces, each on a turn of its own.
     void receive(const std::vector<std::byte>& bytes) {
       if (stalled) return;
-      if (reading && !holding && held.empty()) events->on_bytes(bytes);
-      else held.insert(held.end(), bytes.begin(), bytes.end());
+      if (!split && reading && !holding && held.empty()) return events->on_bytes(bytes);
+      held.insert(held.end(), bytes.begin(), bytes.end());
+      drain();
     }
     void hold(bool h) {
       holding = h;
@@ -922,13 +1092,26 @@ class FakeDriver final : public client::Driver {
     }
     void set_reading(bool r) override {
       reading = r;
-      if (r && !holding && !held.empty())
-        driver.post([alive = alive, this] {
-          if (!*alive || held.empty() || !reading || holding) return;
-          auto bytes = std::move(held);
-          held.clear();
-          events->on_bytes(bytes);
-        });
+      drain();
+    }
+    // Hands what is held to the client on a later turn: all of it, or (split) the next piece.
+    void drain() {
+      if (drain_posted || held.empty() || !reading || holding) return;
+      drain_posted = true;
+      driver.post([alive = alive, this] {
+        if (!*alive) return;
+        drain_posted = false;
+        if (held.empty() || !reading || holding) return;
+        std::size_t n = held.size();
+        if (split) {
+          *split = *split * 6364136223846793005ull + 1442695040888963407ull;
+          n = std::min<std::size_t>(n, 1 + (*split >> 33) % 24);
+        }
+        std::vector<std::byte> piece(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(n));
+        held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(n));
+        events->on_bytes(piece);
+        if (*alive) drain();
+      });
     }
     void close() override {
       if (!*alive) return;
@@ -955,6 +1138,9 @@ class FakeDriver final : public client::Driver {
     std::vector<std::byte> held;
     bool holding = false;  // a fault holds what arrives
     bool stalled = false;  // a fault: nothing moves either way
+    bool drain_posted = false;
+    std::optional<std::uint64_t> split;  // set: the broker's bytes arrive in pieces (this seeds their sizes)
+    engine::Instant last_write;          // when the client last wrote (the broker's heartbeat check)
     std::uint16_t heartbeat_s = 0;
     std::optional<engine::Instant> heartbeat_at;  // the broker's next heartbeat
   };

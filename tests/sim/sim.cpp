@@ -34,6 +34,8 @@ const char* name(Op op) {
     X(pool_borrow) X(pool_release) X(pool_close_lease) X(pool_close) X(advance) X(cut) X(stall)
     X(broker_close_channel) X(broker_close_connection) X(blocked) X(unblocked) X(silent) X(broker_cancel)
     X(hold_confirms) X(release_confirms) X(nack_next) X(hold_input) X(release_input) X(other_publisher) X(host_5004)
+    X(exchange_declare) X(queue_bind) X(publish_exchange) X(channel_flow) X(rpc_serve) X(rpc_server_drop)
+    X(drop_connection) X(drop_rpc) X(drop_session) X(drop_pool) X(broker_flow) X(split_reads)
 #undef X
   }
   return "?";
@@ -87,7 +89,7 @@ struct Sim::Impl {
     client::Consumer consumer;  // empty until consume-ok
   };
   struct Conn {
-    std::shared_ptr<Connection> c;
+    std::shared_ptr<Connection> c;  // null once the simulation dropped it
     int scope = 0;
     bool user_closed = false;
     bool ready = false;
@@ -95,25 +97,38 @@ struct Sim::Impl {
     std::vector<Held> unacked;
     std::vector<Sub> consumers;
     std::shared_ptr<client::RpcClient> rpc;
+    std::vector<std::shared_ptr<client::RpcServer>> servers;
   };
   std::vector<Conn> conns;
   std::map<std::string, int> received_by_tag;  // deliveries reaching on_delivery or a receive, by our tags
   int next_tag = 0;
 
-  // ---- the Session
-  std::shared_ptr<client::Session> session;
-  int session_scope = -1;
-  bool session_closed = false;
-  std::vector<std::shared_ptr<client::RecoveringChannel>> rchannels;
+  // ---- the Sessions (at most three at once, all on the same hosts)
+  struct SessionState {
+    std::shared_ptr<client::Session> s;  // null once the simulation dropped it
+    int scope = -1;
+    bool closed = false;
+    // Its recovering channels; kept after the session is dropped when the drop said so.
+    std::vector<std::shared_ptr<client::RecoveringChannel>> rchannels;
+  };
+  std::vector<SessionState> sessions;
+  int next_session_queue = 0;
   std::vector<client::Message> session_unacked;
   std::vector<client::Consumer> session_consumers;
   std::vector<client::Channel> session_plain;  // Session::open_channel's
 
+  std::map<std::string, int> returned_seen;  // on_returned, by publish key
+
   // ---- the Pool
   std::shared_ptr<client::Pool> pool;
+  int pools = 0;
   int pool_scope = -1;
   bool pool_closed = false;
-  std::vector<client::Lease> leases;
+  struct HeldLease {
+    client::Lease lease;
+    int scope = 0;  // its pool's, or its own once the pool was dropped
+  };
+  std::vector<HeldLease> leases;
 
   int next_body = 0;
   std::set<std::string> confirmed;  // publish keys the client reported confirmed
@@ -130,6 +145,7 @@ struct Sim::Impl {
     // The broker already has two queues (durable ones, say); q2 exists once declared, q3 never.
     world.queues["q0"];
     world.queues["q1"];
+    world.queues["rq"];  // the simulated RpcServer's requests
   }
 
   static client::ClientOptions options() {
@@ -208,7 +224,8 @@ struct Sim::Impl {
     return b;
   }
 
-  Conn* conn() { return conns.empty() ? nullptr : &conns.back(); }
+  // The newest connection, unless it was dropped.
+  Conn* conn() { return conns.empty() || !conns.back().c ? nullptr : &conns.back(); }
 
   // ---- stale handles: what a channel verb is called on. An empty handle stands in where
   // there is no channel yet; a closed one is a channel the broker (or a timeout) closed. A
@@ -269,6 +286,12 @@ struct Sim::Impl {
     });
     const int closed = reg(c.scope, "on_closed", false, true);
     c.c->on_closed = [this, closed](const Error&) { final_report(closed); };
+    c.c->on_returned = [this](const client::Delivery& d, const Error&) {
+      const std::string key = test::BrokerWorld::key_of(d.body_text());
+      if (++returned_seen[key] > world.returned[key])
+        violation("returns: " + key + " reached on_returned " + std::to_string(returned_seen[key]) +
+                  " times, the broker returned it " + std::to_string(world.returned[key]));
+    };
   }
 
   void open_channel() {
@@ -489,8 +512,99 @@ struct Sim::Impl {
     Conn* c = conn();
     if (!c || !c->rpc) return;
     const std::string text = body();
-    c->rpc->call({.routing_key = a % 2 == 0 ? "rpc" : "nobody", .timeout = timeouts[b % 4]}, bytes_of(text),
+    // "rpc": the model broker answers at once; "rq": the simulated RpcServer, if one serves;
+    // "nobody": unroutable.
+    constexpr const char* keys[] = {"rpc", "nobody", "rq"};
+    c->rpc->call({.routing_key = keys[a % 3], .timeout = timeouts[b % 4]}, bytes_of(text),
                  [this, id = reg(c->scope, "rpc call " + text)](Result<client::Message>) { hit(id); });
+  }
+
+  // An RpcServer on one of the newest connection's channels, answering "rq".
+  void rpc_serve(int a) {
+    Conn* c = conn();
+    if (!c || c->servers.size() >= 2) return;
+    auto t = target(*c, a, "rpc serve");
+    auto server = client::RpcServer::start(
+        // Each answer is a publish of its own, with a key of its own (a redelivered request is
+        // answered again): not "re:", the text before a ':' is a publish's key.
+        t.ch, "rq", [this](const client::Delivery& d) {
+          return "re-" + test::BrokerWorld::key_of(d.body_text()) + "-" + std::to_string(++next_body);
+        },
+        [this, t, id = reg(c->scope, "rpc serve's ready")](Result<void> r) {
+          hit(id);
+          refused(t, r);
+        });
+    sent_nothing(t);
+    c->servers.push_back(std::move(server));
+  }
+  void rpc_server_drop(int a) {
+    Conn* c = conn();
+    if (!c || c->servers.empty()) return;
+    c->servers.erase(c->servers.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(a) % c->servers.size()));
+  }
+  void drop_rpc() {
+    if (Conn* c = conn()) c->rpc.reset();
+  }
+  // The last reference to the newest connection goes while it lives: every waiter is still
+  // told (connection_closed, from the loop), and its handles fail from then on.
+  void drop_connection() {
+    if (Conn* c = conn()) c->c.reset();
+  }
+
+  // ---- exchanges and bindings (x0, x1, x2 of a type b picks; a passive declare of x0-x2)
+  void exchange_declare(int a, int b) {
+    Conn* c = conn();
+    if (!c) return;
+    constexpr const char* types[] = {"direct", "fanout", "topic"};
+    const std::string name = "x" + std::to_string(b % 3);
+    auto t = target(*c, a, "exchange_declare " + name);
+    t.ch.exchange_declare({.name = name, .type = types[(b / 3) % 3], .passive = b == 7},
+                          [this, t, id = reg(c->scope, "exchange_declare " + name)](Result<void> r) {
+                            hit(id);
+                            refused(t, r);
+                          });
+    sent_nothing(t);
+  }
+  static constexpr const char* binding_keys[] = {"k.a", "k.#", "k.*", "k.b"};
+  void queue_bind(int a, int b) {
+    Conn* c = conn();
+    if (!c) return;
+    const std::string exchange = "x" + std::to_string(b % 3), queue = "q" + std::to_string((b / 3) % 3);
+    auto t = target(*c, a, "queue_bind " + queue + " to " + exchange);
+    t.ch.queue_bind({.queue = queue, .exchange = exchange, .routing_key = binding_keys[b % 4]},
+                    [this, t, id = reg(c->scope, "queue_bind " + queue)](Result<void> r) {
+                      hit(id);
+                      refused(t, r);
+                    });
+    sent_nothing(t);
+  }
+  // A publish to x0-x2 (b 7: an exchange that never exists, which closes the channel).
+  void publish_exchange(int a, int b) {
+    Conn* c = conn();
+    if (!c) return;
+    constexpr const char* keys[] = {"k.a", "k.b", "k.a.c"};
+    const std::string exchange = b == 7 ? "no-such-exchange" : "x" + std::to_string(b % 3);
+    const std::string text = body();
+    const std::string key = test::BrokerWorld::key_of(text);
+    auto t = target(*c, a, "publish " + key + " to " + exchange);
+    t.ch.publish({.exchange = exchange, .routing_key = keys[b % 3], .mandatory = b % 2 == 1}, bytes_of(text),
+                 [this, t, inner = settled(reg(c->scope, "publish " + key), key)](Result<engine::PublishOutcome> r) {
+                   refused(t, r);
+                   inner(std::move(r));
+                 });
+    sent_nothing(t);
+  }
+  // channel.flow from the client: RabbitMQ answers active=true and closes the connection
+  // (540) for active=false.
+  void channel_flow(int a, int b) {
+    Conn* c = conn();
+    if (!c) return;
+    auto t = target(*c, a, "channel.flow");
+    t.ch.flow({.active = b % 4 != 3}, [this, t, id = reg(c->scope, "channel.flow")](Result<void> r) {
+      hit(id);
+      refused(t, r);
+    });
+    sent_nothing(t);
   }
 
   void close_connection() {
@@ -500,22 +614,33 @@ struct Sim::Impl {
     c->c->close([this, id = reg(c->scope, "close", true, true)](Result<void>) { final_report(id); });
   }
 
-  // ---- the Session
+  // ---- the Sessions
+  // The live (not dropped) session `a` picks, if any.
+  SessionState* pick_session(int a) {
+    std::vector<SessionState*> live;
+    for (auto& st : sessions)
+      if (st.s) live.push_back(&st);
+    return live.empty() ? nullptr : live[static_cast<std::size_t>(a) % live.size()];
+  }
   void session_start() {
-    if (session) return;
-    session_scope = new_scope("session");
+    std::size_t live = 0;
+    for (auto& st : sessions) live += st.s != nullptr;
+    if (live >= 3) return;
+    SessionState st;
+    st.scope = new_scope("session " + std::to_string(sessions.size() + 1));
     client::SessionOptions o;
     o.client = options();
     o.backoff = client::Backoff{100ms, 2.0, 2000ms};
-    o.jitter_seed = 7;
+    o.jitter_seed = 7 + sessions.size();
     auto url = client::parse_url("amqp://guest:guest@fake:5004,fake:5002?heartbeat=1");
-    session = client::Session::start(driver, *url, o);
+    st.s = client::Session::start(driver, *url, o);
+    sessions.push_back(std::move(st));
   }
-  void session_channel() {
-    if (!session || session_closed) return;
-    const std::size_t k = rchannels.size();
-    const std::string q = "s" + std::to_string(k);
-    rchannels.push_back(session->channel([this, q](client::RecoveringChannel& ch, client::Callback<void> done) {
+  void session_channel(int a) {
+    SessionState* st = pick_session(a);
+    if (!st || st->closed) return;
+    const std::string q = "s" + std::to_string(next_session_queue++ % 3);
+    st->rchannels.push_back(st->s->channel([this, q](client::RecoveringChannel& ch, client::Callback<void> done) {
       ch.channel().queue_declare({.name = q}, [this, &ch, q, done](Result<client::QueueDeclared> r) {
         if (!r) return done(r.error());
         ch.channel().consume(
@@ -531,23 +656,29 @@ struct Sim::Impl {
   // A plain channel: while the session dials it waits (within the request timeout); a queue
   // declared on it checks the handle works, or fails with its channel's cause.
   void session_open_channel(int a) {
-    if (!session) return;
-    session->open_channel([this, a, id = reg(session_scope, "session open_channel")](Result<client::Channel> ch) {
+    SessionState* st = pick_session(a);
+    if (!st) return;
+    const int scope = st->scope;
+    st->s->open_channel([this, a, scope, id = reg(scope, "session open_channel")](Result<client::Channel> ch) {
       hit(id);
       if (!ch) return;
       session_plain.push_back(*ch);
       ch->queue_declare({.name = "p" + std::to_string(a % 2)},
-                        [this, id2 = reg(session_scope, "session plain queue_declare")](Result<client::QueueDeclared>) { hit(id2); });
+                        [this, id2 = reg(scope, "session plain queue_declare")](Result<client::QueueDeclared>) { hit(id2); });
     });
   }
+  // A publish on any recovering channel, of a live session or one kept after its session was
+  // dropped (which must fail it, once).
   void session_publish(int a, int b) {
-    if (!session || rchannels.empty()) return;
-    const std::size_t k = static_cast<std::size_t>(a) % rchannels.size();
+    std::vector<std::pair<SessionState*, std::size_t>> all;
+    for (auto& st : sessions)
+      for (std::size_t k = 0; k < st.rchannels.size(); ++k) all.emplace_back(&st, k);
+    if (all.empty()) return;
+    auto [st, k] = all[static_cast<std::size_t>(a) % all.size()];
     const std::string text = body();
     const std::string key = test::BrokerWorld::key_of(text);
-    const std::string queue = "s" + std::to_string(k);
-    rchannels[k]->publish({.routing_key = queue, .timeout = timeouts[b % 4]}, bytes_of(text),
-                          settled(reg(session_scope, "session publish " + key), key));
+    st->rchannels[k]->publish({.routing_key = "s" + std::to_string(a % 3), .timeout = timeouts[b % 4]}, bytes_of(text),
+                              settled(reg(st->scope, "session publish " + key), key));
   }
   void session_ack(int a) {
     if (session_unacked.empty()) return;
@@ -556,16 +687,28 @@ struct Sim::Impl {
     session_unacked.erase(session_unacked.begin() + static_cast<std::ptrdiff_t>(i));
     (void)m.ack();
   }
-  void session_close() {
-    if (!session || session_closed) return;
-    session_closed = true;
-    session->close([this, id = reg(session_scope, "session close", true, true)](Result<void>) { final_report(id); });
+  void close_session(SessionState& st) {
+    if (!st.s || st.closed) return;
+    st.closed = true;
+    st.s->close([this, id = reg(st.scope, "session close", true, true)](Result<void>) { final_report(id); });
+  }
+  void session_close(int a) {
+    if (SessionState* st = pick_session(a)) close_session(*st);
+  }
+  // The last reference to a session goes, closed or not: everything it was handed is still
+  // told. b even: its recovering channels go with it; b odd: the application keeps them.
+  void drop_session(int a, int b) {
+    SessionState* st = pick_session(a);
+    if (!st) return;
+    st->s.reset();
+    if (b % 2 == 0) st->rchannels.clear();
   }
 
   // ---- the Pool
   void pool_borrow() {
     if (!pool) {
-      pool_scope = new_scope("pool");
+      pool_scope = new_scope("pool " + std::to_string(++pools));
+      pool_closed = false;
       auto url = client::parse_url("amqp://guest:guest@fake:5003?heartbeat=1");
       client::PoolOptions o;
       o.size = 2;
@@ -574,7 +717,7 @@ struct Sim::Impl {
     }
     pool->borrow([this, id = reg(pool_scope, "borrow")](Result<client::Lease> lease) {
       hit(id);
-      if (lease && !pool_closed) leases.push_back(std::move(*lease));  // once closing, handed straight back
+      if (lease && !pool_closed) leases.push_back(HeldLease{std::move(*lease), pool_scope});  // once closing, handed straight back
     });
   }
   void pool_release(int a) {
@@ -584,8 +727,22 @@ struct Sim::Impl {
   void pool_close_lease(int a) {
     if (leases.empty()) return;
     auto& l = leases[static_cast<std::size_t>(a) % leases.size()];
-    l->close([this, id = reg(pool_scope, "a lent connection's close", true, false)](Result<void>) { hit(id); });
+    l.lease->close([this, id = reg(l.scope, lent_close, true, false)](Result<void>) { hit(id); });
   }
+  // The last reference to the pool goes (leases may still be out): waiting borrows and a
+  // close in progress are still told. A lent connection outlives the pool, so the close its
+  // lessee asks for is the connection's own from then on, no longer ordered before the
+  // pool's reports.
+  void drop_pool() {
+    if (!pool) return;
+    pool.reset();
+    const int on_their_own = new_scope(scopes[static_cast<std::size_t>(pool_scope)].name + "'s lent connections");
+    for (auto& cb : callbacks)
+      if (cb.scope == pool_scope && cb.calls == 0 && cb.what == lent_close) cb.scope = on_their_own;
+    for (auto& l : leases)
+      if (l.scope == pool_scope) l.scope = on_their_own;
+  }
+  static constexpr const char* lent_close = "a lent connection's close";
   void pool_close() {
     if (!pool || pool_closed) return;
     pool_closed = true;
@@ -601,6 +758,7 @@ struct Sim::Impl {
       case Op::stall: driver.stall(port); break;
       case Op::hold_input: driver.hold_input(port, true); break;
       case Op::release_input: driver.hold_input(port, false); break;
+      case Op::split_reads: driver.split_reads(port, static_cast<std::uint64_t>(cmd.b) + 1); break;
       case Op::host_5004: {
         using H = test::FakeDriver::Host;
         constexpr H kinds[] = {H::refuse, H::broker, H::black_hole, H::mute};
@@ -640,6 +798,11 @@ struct Sim::Impl {
           case Op::hold_confirms: broker->hold_confirms(true); break;
           case Op::release_confirms: broker->hold_confirms(false); break;
           case Op::nack_next: broker->nack_next_publish(); break;
+          case Op::broker_flow: {
+            auto chs = broker->open_channels();
+            if (!chs.empty()) broker->send_flow(chs[static_cast<std::size_t>(cmd.b) % chs.size()], cmd.b % 2 == 0);
+            break;
+          }
           default: break;
         }
     }
@@ -668,15 +831,25 @@ struct Sim::Impl {
       case Op::rpc_call: rpc_call(c.a, c.b); break;
       case Op::close_connection: close_connection(); break;
       case Op::session_start: session_start(); break;
-      case Op::session_channel: session_channel(); break;
+      case Op::session_channel: session_channel(c.a); break;
       case Op::session_open_channel: session_open_channel(c.a); break;
       case Op::session_publish: session_publish(c.a, c.b); break;
       case Op::session_ack: session_ack(c.a); break;
-      case Op::session_close: session_close(); break;
+      case Op::session_close: session_close(c.a); break;
       case Op::pool_borrow: pool_borrow(); break;
       case Op::pool_release: pool_release(c.a); break;
       case Op::pool_close_lease: pool_close_lease(c.a); break;
       case Op::pool_close: pool_close(); break;
+      case Op::exchange_declare: exchange_declare(c.a, c.b); break;
+      case Op::queue_bind: queue_bind(c.a, c.b); break;
+      case Op::publish_exchange: publish_exchange(c.a, c.b); break;
+      case Op::channel_flow: channel_flow(c.a, c.b); break;
+      case Op::rpc_serve: rpc_serve(c.a); break;
+      case Op::rpc_server_drop: rpc_server_drop(c.a); break;
+      case Op::drop_connection: drop_connection(); break;
+      case Op::drop_rpc: drop_rpc(); break;
+      case Op::drop_session: drop_session(c.a, c.b); break;
+      case Op::drop_pool: drop_pool(); break;
       case Op::advance: driver.advance(advances[static_cast<std::size_t>(c.a) % 6]); break;
       default: fault(c); break;
     }
@@ -693,6 +866,10 @@ struct Sim::Impl {
     for (const auto& key : world.bounced)
       violation("deliveries: " + key + " went back and forth between broker and client " +
                 std::to_string(test::BrokerWorld::max_deliveries) + " times (the client rejects what it was handed)");
+    for (const auto& port : world.heartbeat_missed)
+      violation("heartbeats: the broker on port " + port +
+                " heard nothing from the client for two heartbeat intervals and dropped the connection");
+    world.heartbeat_missed.clear();
     throw_if_violated();
   }
   void throw_if_violated() {
@@ -711,7 +888,7 @@ struct Sim::Impl {
     // Deliveries to live consumers of ours all reached on_delivery, or a stream consumer's
     // buffer or receive.
     for (auto& c : conns) {
-      if (!c.c->is_open()) continue;
+      if (!c.c || !c.c->is_open()) continue;
       for (auto& k : c.consumers) {
         if (!k.live || !k.confirmed || !k.consumer.active()) continue;
         const int seen = received_by_tag[k.tag] + static_cast<int>(k.consumer.buffered());
@@ -720,22 +897,25 @@ struct Sim::Impl {
                     ", it " + (k.stream ? "buffered or handed out " : "saw in on_delivery ") + std::to_string(seen));
       }
     }
-    if (session && !session_closed) {
+    for (auto& st : sessions) {
+      if (!st.s || st.closed) continue;
+      auto& session = st.s;
+      const std::string who = scopes[static_cast<std::size_t>(st.scope)].name;
       if (!session->healthy())
-        violation("recovery: the broker is back, the session is not healthy (state " +
+        violation("recovery: the broker is back, " + who + " is not healthy (state " +
                   std::to_string(static_cast<int>(session->status().state)) + ", last cause " +
                   (session->status().last_cause ? session->status().last_cause->to_string() : "none") + ")");
+      auto& rchannels = st.rchannels;
       for (std::size_t k = 0; k < rchannels.size(); ++k)
         if (session->healthy() && !rchannels[k]->ready())
-          violation("recovery: the session is healthy, recovering channel " + std::to_string(k) + " is not ready");
+          violation("recovery: " + who + " is healthy, its recovering channel " + std::to_string(k) + " is not ready");
       // Ready is what it does: a publish on each recovering channel is confirmed.
       std::vector<std::optional<std::string>> outcomes(rchannels.size());
       for (std::size_t k = 0; k < rchannels.size(); ++k) {
         const std::string text = body();
         const std::string key = test::BrokerWorld::key_of(text);
-        auto inner = settled(reg(session_scope, "session publish " + key + " (at the end)"), key);
-        const std::string queue = "s" + std::to_string(k);
-        rchannels[k]->publish({.routing_key = queue, .timeout = 5000ms}, bytes_of(text),
+        auto inner = settled(reg(st.scope, "session publish " + key + " (at the end)"), key);
+        rchannels[k]->publish({.routing_key = "s" + std::to_string(k % 3), .timeout = 5000ms}, bytes_of(text),
                               [&outcomes, k, inner](Result<engine::PublishOutcome> r) {
                                 outcomes[k] = r.ok() && *r == engine::PublishOutcome::confirmed ? "confirmed"
                                               : r.ok() ? "written" : r.error().to_string();
@@ -745,19 +925,23 @@ struct Sim::Impl {
       for (int i = 0; i < 8; ++i) driver.advance(1000ms);
       for (std::size_t k = 0; k < rchannels.size() && session->healthy(); ++k)
         if (outcomes[k] != "confirmed")
-          violation("recovery: the session is healthy, a publish on recovering channel " + std::to_string(k) +
+          violation("recovery: " + who + " is healthy, a publish on its recovering channel " + std::to_string(k) +
                     (rchannels[k]->ready() ? " (ready)" : " (not ready)") + " was not confirmed: " +
                     outcomes[k].value_or("no outcome within 8 s"));
     }
+    // Every channel.flow the broker sent over a connection still up was answered.
+    for (auto* b : world.brokers)
+      if (b->unanswered_flows() > 0)
+        violation("flow: " + std::to_string(b->unanswered_flows()) + " channel.flow from the broker never answered with flow-ok");
     throw_if_violated();
 
     // Close everything and wait out every timeout.
     for (auto& c : conns)
-      if (!c.user_closed) {
+      if (c.c && !c.user_closed) {
         c.user_closed = true;
         c.c->close([this, id = reg(c.scope, "close (at the end)", true, true)](Result<void>) { final_report(id); });
       }
-    session_close();
+    for (auto& st : sessions) close_session(st);
     leases.clear();
     if (pool) pool_close();
     driver.run();

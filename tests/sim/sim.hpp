@@ -55,6 +55,12 @@ enum class Op : std::uint8_t {
   // faults (port by a: 5001, 5002, 5003, 5004)
   cut, stall, broker_close_channel, broker_close_connection, blocked, unblocked, silent, broker_cancel,
   hold_confirms, release_confirms, nack_next, hold_input, release_input, other_publisher, host_5004,
+  // exchanges and bindings, channel.flow, the RPC server (on the newest connection)
+  exchange_declare, queue_bind, publish_exchange, channel_flow, rpc_serve, rpc_server_drop,
+  // dropping the last reference to a live object
+  drop_connection, drop_rpc, drop_session, drop_pool,
+  // more faults (port by a): channel.flow from the broker; the broker's bytes split into pieces
+  broker_flow, split_reads,
 };
 
 struct Cmd {

@@ -29,6 +29,9 @@ rc::Gen<Op> gen_op() {
       {1, Op::broker_close_connection}, {1, Op::blocked},   {1, Op::unblocked},       {1, Op::silent},
       {1, Op::broker_cancel},   {1, Op::hold_confirms},     {1, Op::release_confirms}, {1, Op::nack_next},
       {1, Op::hold_input},      {1, Op::release_input},     {2, Op::other_publisher}, {1, Op::host_5004},
+      {2, Op::exchange_declare}, {2, Op::queue_bind},       {2, Op::publish_exchange}, {1, Op::channel_flow},
+      {2, Op::rpc_serve},       {1, Op::rpc_server_drop},   {1, Op::drop_connection}, {1, Op::drop_rpc},
+      {1, Op::drop_session},    {1, Op::drop_pool},         {1, Op::broker_flow},     {1, Op::split_reads},
   });
 }
 
