@@ -215,7 +215,7 @@ lane_asan() {
     step "asan: client" build-asan/tests/client-tests --gtest_brief=1
     step "asan: tls" build-asan/tests/tls-tests --gtest_brief=1
     step "asan: cli values" build-asan/tests/cli-values-tests --gtest_brief=1
-    step "asan: simulation" env RC_PARAMS=max_success=200 build-asan/tests/sim-tests --gtest_brief=1
+    step "asan: simulation" env RC_PARAMS="max_success=200 max_size=300" build-asan/tests/sim-tests --gtest_brief=1
     step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_brief=1
   else
     echo "fail build: asan" >>"$ledger"
@@ -228,7 +228,7 @@ lane_tsan_fuzz() {
       timed "build: tsan" ninja -j2 -C build-tsan tests/client-tests tests/sim-tests tests/cross-thread-tests \
         tests/driver-tests; then
     step "tsan: client" build-tsan/tests/client-tests --gtest_brief=1
-    step "tsan: simulation" env RC_PARAMS=max_success=100 build-tsan/tests/sim-tests --gtest_brief=1
+    step "tsan: simulation" env RC_PARAMS="max_success=100 max_size=300" build-tsan/tests/sim-tests --gtest_brief=1
     step "tsan: posting into an idle libuv loop" build-tsan/tests/driver-tests --gtest_filter='UvPost.*' --gtest_brief=1
   else
     echo "fail build: tsan" >>"$ledger"

@@ -108,6 +108,7 @@ struct Sim::Impl {
     std::shared_ptr<client::Session> s;  // null once the simulation dropped it
     int scope = -1;
     bool closed = false;
+    bool status_closed = false;  // on_status reported closed
     // Its recovering channels; kept after the session is dropped when the drop said so.
     std::vector<std::shared_ptr<client::RecoveringChannel>> rchannels;
   };
@@ -634,6 +635,17 @@ struct Sim::Impl {
     o.jitter_seed = 7 + sessions.size();
     auto url = client::parse_url("amqp://guest:guest@fake:5004,fake:5002?heartbeat=1");
     st.s = client::Session::start(driver, *url, o);
+    // Its states: none after `closed`, and (through the ledger) none after the session's
+    // final report.
+    const std::size_t index = sessions.size();
+    st.s->on_status = [this, index, id = reg(st.scope, "session on_status", false)](const client::Session::Status& status) {
+      hit(id);
+      auto& me = sessions[index];
+      if (me.status_closed)
+        violation("session status: " + scopes[static_cast<std::size_t>(me.scope)].name + " reported state " +
+                  std::to_string(static_cast<int>(status.state)) + " after it reported closed");
+      if (status.state == client::Session::State::closed) me.status_closed = true;
+    };
     sessions.push_back(std::move(st));
   }
   void session_channel(int a) {

@@ -1,8 +1,10 @@
 // A deterministic simulation of the client layer on the fake driver: a list of commands (user
-// actions, faults, time passing) runs against a Connection, a Session with recovering
-// channels and plain ones (Session::open_channel, which waits through a reconnect), a Pool and an RpcClient, all talking to the model broker of
-// tests/client/fake_driver.hpp on a virtual clock. After every step and at the end the
-// invariants below are checked; a broken one is a Violation (its text says which).
+// actions, faults, time passing) runs against Connections, up to three Sessions with
+// recovering channels and plain ones (Session::open_channel, which waits through a
+// reconnect), a Pool, an RpcClient and RpcServers, all talking to the model broker of
+// tests/client/fake_driver.hpp on a virtual clock; any of them may be dropped (its last
+// reference let go) at any point. After every step and at the end the invariants below are
+// checked; a broken one is a Violation (its text says which).
 //
 //   exactly once   every callback handed in runs exactly once (at the end, after closing
 //                  everything and waiting out every timeout), and none runs after its
@@ -14,12 +16,16 @@
 //                  message bounces between broker and client forever; a manual-ack stream
 //                  consumer never hands out a message once it ended or its channel closed;
 //                  a stream subscription's delivery (x-stream-offset) is never rejected
+//   returns        on_returned sees a returned publish at most as often as the broker
+//                  returned it
 //   stale handles  a verb on an empty Channel fails with invalid_argument, on a closed one
 //                  with an error, and neither sends the broker anything; a Message whose
 //                  channel closed acks with channel_closed and sends nothing
+//   heartbeats     the broker never hears nothing from a client for two heartbeat intervals
+//   flow           every channel.flow the broker sent is answered with flow-ok
 //   quiet loop     once everything is closed: no armed timer, no posted work, no open stream
 //   recovery       a Session whose broker keeps coming back ends healthy, every recovering
-//                  channel ready
+//                  channel ready; its on_status says nothing after `closed`
 //
 // Used by sim_tests.cpp (rapidcheck generates the commands) and test_regressions.cpp (the
 // shrunk counterexamples, written out). It may not reach into client/ internals: only the
