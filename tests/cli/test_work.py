@@ -130,6 +130,24 @@ class Work(unittest.TestCase):
         with open(out_file) as f:
             self.assertEqual(f.read(), f"the body\n1 {message_id}\nthe body\n2 {message_id}\n")
 
+    def test_the_command_inherits_no_descriptor_but_its_standard_three(self):
+        # Every descriptor warren opens (sockets, timers, pipes, on both drivers) is
+        # close-on-exec: a command never holds warren's authenticated broker connection.
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = "fds-" + driver
+                self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--driver", driver, "--body", "x"))
+                r = warren("work", "run", "--queue", q, "--prefix", self.prefix, "--driver", driver,
+                           "--exec", "ls -l /proc/self/fd >&2", "--count", "1", "--timeout", "20")
+                self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+                listing = r.stderr.decode(errors="replace")
+                # "lr-x------ 1 root root 64 ... 0 -> pipe:[123]": the descriptor number precedes "->"
+                fds = sorted(int(line.split(" -> ")[0].split()[-1]) for line in listing.splitlines() if " -> " in line)
+                # 0, 1, 2, and the descriptor ls itself holds on /proc/self/fd
+                self.assertEqual(len(fds), 4, listing)
+                self.assertEqual(fds[:3], [0, 1, 2], listing)
+                self.assertNotIn("socket:", listing)
+
     def test_no_message_is_lost_when_work_run_is_killed_at_any_point(self):
         q = "crash"
         bodies = [f"m{i}" for i in range(12)]

@@ -2,13 +2,15 @@
 #include "warren/tls/tls_pump.hpp"
 
 #include <asio/bind_allocator.hpp>
-#include <asio/connect.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -94,16 +96,36 @@ struct State : std::enable_shared_from_this<State> {
                            [self](const std::error_code& ec, tcp::resolver::results_type results) {
                              if (!self->events) return;
                              if (ec) return self->fail(net_error("resolve " + self->endpoint.host, ec));
-                             asio::async_connect(self->socket, results, [self](const std::error_code& ec, const tcp::endpoint&) {
-                               if (!self->events) return;
-                               if (ec) return self->fail(net_error("connect " + self->where(), ec));
-                               std::error_code ignored;
-                               self->socket.set_option(tcp::no_delay(true), ignored);
-                               self->read();
-                               if (self->tls) return self->send_ciphertext();  // ClientHello first
-                               self->on_connected();
-                             });
+                             self->connect(std::vector<tcp::endpoint>(results.begin(), results.end()), 0, {});
                            });
+  }
+
+  // Each resolved address in turn. The socket is made here, close-on-exec from its first
+  // instant (Asio's own connect opens it without SOCK_CLOEXEC, and a child process the
+  // application starts would inherit an authenticated connection to the broker).
+  void connect(std::vector<tcp::endpoint> addresses, std::size_t next, std::error_code last) {
+    if (next == addresses.size()) return fail(net_error("connect " + where(), last ? last : asio::error::host_not_found));
+    const tcp::endpoint address = addresses[next];
+    std::error_code ignored;
+    socket.close(ignored);
+    const int fd = ::socket(address.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+    std::error_code ec;
+    if (fd < 0) ec = std::error_code(errno, asio::error::get_system_category());
+    else socket.assign(address.protocol(), fd, ec);
+    if (ec) {
+      if (fd >= 0) ::close(fd);
+      return connect(std::move(addresses), next + 1, ec);
+    }
+    auto self = shared_from_this();
+    socket.async_connect(address, [self, addresses = std::move(addresses), next](const std::error_code& ec) mutable {
+      if (!self->events) return;
+      if (ec) return self->connect(std::move(addresses), next + 1, ec);
+      std::error_code ignored;
+      self->socket.set_option(tcp::no_delay(true), ignored);
+      self->read();
+      if (self->tls) return self->send_ciphertext();  // ClientHello first
+      self->on_connected();
+    });
   }
 
   void on_connected() {
