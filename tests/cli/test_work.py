@@ -106,6 +106,69 @@ class Work(unittest.TestCase):
         leftover = subprocess.run(["pgrep", "-f", "^sleep 600$"], capture_output=True, text=True).stdout
         self.assertEqual(leftover, "", "the command outlived the run")
 
+    def test_a_stop_signal_ends_the_command_hands_its_message_back_and_exits_0(self):
+        # F3: a worker stopped by its service manager. Consuming stops, the running command's
+        # process group gets SIGTERM, its message goes back unsettled (no result line), and
+        # warren exits 0; the command does not outlive it.
+        for sig, driver in ((signal.SIGTERM, "uv"), (signal.SIGINT, "asio")):
+            with self.subTest(signal=sig.name, driver=driver):
+                q = "stop-" + driver
+                self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--driver", driver, "--body", "x"))
+                pid_file = f"/tmp/{self.prefix}.{driver}.pid"
+                self.addCleanup(lambda f=pid_file: os.path.exists(f) and os.remove(f))
+                run = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--driver", driver,
+                                        "--exec", f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 300",
+                                        "--url", URL], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                deadline = time.monotonic() + 20
+                while not os.path.exists(pid_file) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertTrue(os.path.exists(pid_file), "the command never started")
+                with open(pid_file) as f:
+                    command = int(f.read())
+                stopped = time.monotonic()
+                run.send_signal(sig)
+                out, err = run.communicate(timeout=30)
+                self.assertEqual(run.returncode, 0, err.decode(errors="replace"))
+                self.assertLess(time.monotonic() - stopped, 8, "the stop waited past the command's SIGTERM")
+                self.assertEqual(out, b"", "a message in flight at the stop is handed back, not settled")
+                for _ in range(50):  # reaped by warren before it exits, or by init just after
+                    if not os.path.exists(f"/proc/{command}") or " Z " in open(f"/proc/{command}/stat").read():
+                        break
+                    time.sleep(0.1)
+                self.assertFalse(os.path.exists(f"/proc/{command}") and " Z " not in open(f"/proc/{command}/stat").read(),
+                                 "the command outlived warren")
+                for _ in range(50):
+                    if self.depth(f"{self.prefix}.{q}") == 1:
+                        break
+                    time.sleep(0.1)
+                self.assertEqual(self.depth(f"{self.prefix}.{q}"), 1, "the message went back to the queue")
+
+    def test_the_outcome_is_the_commands_exit_not_the_end_of_what_it_left_behind(self):
+        # F7: a command that exits 0 at once but leaves a child holding its output is done at
+        # once; what it left in its process group is ended.
+        q = "leftover"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        started = time.monotonic()
+        out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", "sleep 41.5 & exit 0",
+                             "--count", "1", "--timeout", "30", timeout=60))
+        self.assertLess(time.monotonic() - started, 10, "the run waited for the child the command left behind")
+        self.assertEqual(self.lines(out), [("done", "attempt=1")])
+        time.sleep(0.2)
+        leftover = subprocess.run(["pgrep", "-f", "^sleep 41.5$"], capture_output=True, text=True).stdout
+        self.assertEqual(leftover, "", "the child left in the command's process group was not ended")
+        # A child in a session of its own is beyond the group: ignored, and the timeout holds.
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "y"))
+        self.addCleanup(lambda: subprocess.run(["pkill", "-f", "^sleep 42.5$"]))
+        started = time.monotonic()
+        # warren's own output to files: the setsid child holds warren's standard error (the
+        # command's output goes there), and a pipe would keep this test, not warren, waiting.
+        with open(os.devnull, "wb") as devnull:
+            run = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec",
+                                    "setsid sleep 42.5 & sleep 600", "--timeout", "3", "--url", URL],
+                                   stdout=devnull, stderr=devnull)
+            self.assertEqual(run.wait(timeout=60), 1)
+        self.assertLess(time.monotonic() - started, 10, "the timeout waited for a setsid child's pipes")
+
     def test_exit_75_releases_without_counting_an_attempt(self):
         q = "release"
         self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))

@@ -1,5 +1,7 @@
 #include "job.hpp"
 
+#include "stop_signals.hpp"
+
 #include <cmath>
 #include <system_error>
 
@@ -54,6 +56,7 @@ int Job::run() {
     report("--driver", "expected uv or asio, not '" + common_.driver + "'");
     return exit_usage;
   }
+  stop_signals::set(driver(), [this](int signal) { on_stop_signal(signal); });
   connect_another([this](Result<std::shared_ptr<client::Connection>> c) {
     if (!c) return fail("", c.error());
     conn_ = std::move(*c);
@@ -64,8 +67,11 @@ int Job::run() {
     });
   });
   runtime_->run();
+  stop_signals::clear();
   return exit_code_;
 }
+
+void Job::on_stop_signal(int signal) { stop_signals::die_by(signal); }
 
 void Job::connect_another(client::Callback<std::shared_ptr<client::Connection>> done) {
   connect_another(options(), std::move(done));

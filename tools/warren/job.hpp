@@ -55,6 +55,10 @@ class Job {
   virtual void start() = 0;
   // The command's own checks before anything is dialled; an error is a usage error.
   [[nodiscard]] virtual Result<void> validate() { return {}; }
+  // SIGTERM or SIGINT, on the loop (tools/warren/stop_signals.hpp). A long-running command
+  // stops taking work, hands back what is in flight, ends its children and exits; by default
+  // the process ends by the signal, as it would without a handler.
+  virtual void on_stop_signal(int signal);
   virtual client::ClientOptions options() { return {}; }
 
   void fail(std::string_view what, const Error& error, int code = exit_failed);

@@ -3,8 +3,10 @@
 #include <cstdio>
 
 #include "commands.hpp"
+#include "stop_signals.hpp"
 
 int main(int argc, char** argv) {
+  warren::cli::stop_signals::start();  // before any thread exists
   CLI::App app{"warren: a RabbitMQ (AMQP 0-9-1) client on the command line", "warren"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "warren 0.1.0");

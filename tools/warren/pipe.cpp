@@ -20,19 +20,10 @@
 namespace warren::cli {
 namespace {
 
+// Set by SIGTERM or SIGINT (Job::on_stop_signal, from the very start, not once the pipeline
+// runs): a stop while connecting, declaring or verifying ends the run as the contract says
+// (exit 0, nothing taken), not with the signal.
 std::atomic<bool> stop_asked{false};
-extern "C" void on_stop_signal(int) { stop_asked.store(true); }
-
-// From the very start, not once the pipeline runs: a SIGTERM while connecting, declaring or
-// verifying ends the run as the contract says (exit 0, nothing taken), not with the signal.
-void install_stop_handlers() {
-  ::signal(SIGPIPE, SIG_IGN);  // a command that exits before reading its input ends a write, not warren
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-}
 
 struct PipeArgs {
   Common common;
@@ -70,6 +61,8 @@ class PipeJob final : public Job {
   }
 
  private:
+  void on_stop_signal(int) override { stop_asked.store(true); }
+
   Result<void> validate() override {
     if (args_->timeout_s)
       if (auto ok = check_timeout_seconds(*args_->timeout_s); !ok.ok()) return ok;
@@ -333,7 +326,7 @@ void add_pipe(CLI::App& app, Runner& run) {
   cmd->add_option("--timeout", args->timeout_s, "exit 1 when this many seconds pass first (counted from the start)");
   cmd->callback([&run, args] {
     run = [args] {
-      install_stop_handlers();
+      ::signal(SIGPIPE, SIG_IGN);  // a command that exits before reading its input ends a write, not warren
       PipeJob job(args);
       int code = job.run();
       if (code != exit_usage) job.write_final_status();  // a usage error started nothing

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +66,11 @@ std::string failure(const char* what, int error) { return std::string(what) + ":
 void kill_running() noexcept {
   std::lock_guard lock(running_mutex);
   for (pid_t group : running) ::kill(-group, SIGKILL);
+}
+
+void terminate_running() noexcept {
+  std::lock_guard lock(running_mutex);
+  for (pid_t group : running) ::kill(-group, SIGTERM);
 }
 
 Outcome run(const Options& options) {
@@ -137,19 +143,37 @@ Outcome run(const Options& options) {
   const std::string_view input = options.input;
   std::size_t written = 0;
   if (input.empty()) in_w.reset();
+  // The outcome is the shell's exit, not the end of its output: a command that leaves a child
+  // behind holding the pipes (`sleep 60 &`, a daemon that setsid()s) must not keep warren
+  // waiting. The pidfd is readable once the shell has exited.
+  Fd exited{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
   char buf[65536];
-  while (out_r.fd >= 0 || err_r.fd >= 0) {
-    pollfd fds[3];
+  auto take = [&](const Fd& from, std::string_view bytes) {
+    if (&from == &out_r) {
+      outcome.output.append(bytes);
+    } else {
+      if (options.echo_errors) (void)!::write(2, bytes.data(), bytes.size());
+      last.feed(bytes);
+    }
+  };
+  bool shell_exited = false;
+  while (!shell_exited && (out_r.fd >= 0 || err_r.fd >= 0 || exited.fd >= 0)) {
+    pollfd fds[4];
     int n = 0;
     if (in_w.fd >= 0) fds[n++] = {in_w.fd, POLLOUT, 0};
     if (out_r.fd >= 0) fds[n++] = {out_r.fd, POLLIN, 0};
     if (err_r.fd >= 0) fds[n++] = {err_r.fd, POLLIN, 0};
+    if (exited.fd >= 0) fds[n++] = {exited.fd, POLLIN, 0};
     if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
     for (int i = 0; i < n; ++i) {
       if (!fds[i].revents) continue;
+      if (fds[i].fd == exited.fd) {
+        shell_exited = true;
+        continue;
+      }
       if (fds[i].fd == in_w.fd) {
         ssize_t w = ::write(in_w.fd, input.data() + written, input.size() - written);
         // A command that does not read all its input (or exited) ends our writing, not the run.
@@ -159,18 +183,24 @@ Outcome run(const Options& options) {
       }
       Fd& from = fds[i].fd == out_r.fd ? out_r : err_r;
       ssize_t r = ::read(from.fd, buf, sizeof buf);
-      if (r > 0) {
-        const std::string_view bytes(buf, static_cast<std::size_t>(r));
-        if (&from == &out_r) {
-          outcome.output.append(bytes);
-        } else {
-          if (options.echo_errors) (void)!::write(2, bytes.data(), bytes.size());
-          last.feed(bytes);
-        }
-      } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-        from.reset();
+      if (r > 0) take(from, std::string_view(buf, static_cast<std::size_t>(r)));
+      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) from.reset();
+    }
+  }
+  if (shell_exited) {
+    // What it wrote before it exited is in the pipes: read it without waiting for an end that
+    // a left-behind child may never give. Then end what it left in its process group.
+    for (Fd* from : {&out_r, &err_r}) {
+      if (from->fd < 0) continue;
+      ::fcntl(from->fd, F_SETFL, O_NONBLOCK);
+      for (;;) {
+        ssize_t r = ::read(from->fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        take(*from, std::string_view(buf, static_cast<std::size_t>(r)));
       }
     }
+    ::kill(-pid, SIGKILL);  // the group outlives its (unreaped) leader; a setsid() child is not in it
   }
   in_w.reset();
   outcome.last_error_line = last.finish();

@@ -40,5 +40,7 @@ struct Outcome {
 // SIGKILL to every command run() is still waiting for, with their whole process groups: a
 // run that ends does not wait for them. Any thread.
 void kill_running() noexcept;
+// SIGTERM to the same: a stop that gives them a chance to end cleanly. Any thread.
+void terminate_running() noexcept;
 
 }  // namespace warren::cli::shell

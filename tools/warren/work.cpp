@@ -121,6 +121,7 @@ class RunJob final : public WorkJob {
   }
 
   void start() override {
+    if (stopping_) return finish();  // stopped while connecting
     if (auto ok = make_queue(); !ok) return fail("", ok.error(), exit_usage);
     if (args_->timeout_s) {
       deadline_ = driver().timer([this] { timed_out(); });
@@ -133,8 +134,25 @@ class RunJob final : public WorkJob {
                     });
   }
 
+  // SIGTERM or SIGINT: stop consuming (the consumer's channel closes, so the broker takes
+  // back every unsettled message at once), send SIGTERM to the running commands' process
+  // groups, SIGKILL whatever is left after the grace, settle nothing more, exit 0 once every
+  // command has ended. A second signal kills the commands at once.
+  void on_stop_signal(int) override {
+    if (stopping_) return shell::kill_running();
+    if (done_ || failed()) return;
+    stopping_ = true;
+    if (deadline_) deadline_->cancel();
+    worker_.reset();
+    shell::terminate_running();
+    if (in_flight_ == 0) return finish();
+    grace_ = driver().timer([] { shell::kill_running(); });
+    grace_->arm(driver().now() + stop_grace);
+  }
+
   void handle(messaging::WorkItem item) {
-    if (done_ || failed()) return;  // past the count: left unsettled, requeued when we close
+    if (done_ || failed() || stopping_) return;  // past the count or stopping: left unsettled, requeued when we close
+    ++in_flight_;
     auto shared = std::make_shared<messaging::WorkItem>(std::move(item));
     std::vector<std::pair<std::string, std::string>> env{{"WARREN_ATTEMPT", std::to_string(shared->attempt())},
                                                          {"WARREN_MESSAGE_ID", std::string(shared->message_id())}};
@@ -170,6 +188,14 @@ class RunJob final : public WorkJob {
   }
 
   void finished(const std::shared_ptr<messaging::WorkItem>& item, const shell::Outcome& r) {
+    --in_flight_;
+    if (stopping_) {  // handed back unsettled, whatever it did
+      if (in_flight_ == 0) {
+        if (grace_) grace_->cancel();
+        finish();
+      }
+      return;
+    }
     if (done_ || failed()) return;
     if (!r.failure.empty()) return fail_text("exec", r.failure);
     if (r.exit_status == 0) {
@@ -215,8 +241,12 @@ class RunJob final : public WorkJob {
     fail_text("work run " + queue_->queue(), why);
   }
 
+  static constexpr auto stop_grace = std::chrono::seconds(10);
   engine::Instant started_ = std::chrono::steady_clock::now();
   std::unique_ptr<client::Timer> deadline_;
+  std::unique_ptr<client::Timer> grace_;  // after a stop signal: then SIGKILL
+  int in_flight_ = 0;  // commands started and not yet finished (loop thread)
+  bool stopping_ = false;
   std::shared_ptr<messaging::Subscription> worker_;
   std::mutex children_mutex_;
   std::condition_variable children_done_;
