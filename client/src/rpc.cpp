@@ -25,8 +25,11 @@ RpcClient::RpcClient(Channel channel, Callback<void> ready)
     : driver_(*channel.driver()), channel_(std::move(channel)), id_prefix_(random_prefix()), on_ready_(std::move(ready)) {}
 
 // Dropped: the calls in flight and an unreported start are still told, from the loop (this
-// may run inside one of the application's callbacks).
+// may run inside one of the application's callbacks). The channel is the client's: it is
+// closed, so a call's publish that still waits in the client (behind connection.blocked)
+// never reaches the broker after the reply consumer is gone (RabbitMQ would answer 406).
 RpcClient::~RpcClient() {
+  channel_.close(nullptr);
   auto ready = std::move(on_ready_);
   std::vector<Callback<Message>> calls;
   for (auto& [id, call] : calls_) calls.push_back(std::move(call.done));

@@ -59,6 +59,9 @@ struct BrokerWorld {
   // Connections the broker dropped because the client sent nothing for two heartbeat
   // intervals (RabbitMQ drops the TCP connection): a client owes its heartbeats.
   std::vector<std::string> heartbeat_missed;
+  // Channel errors only the client library can cause (the application never names
+  // amq.rabbitmq.reply-to itself in the simulation): the broker's reply text.
+  std::vector<std::string> library_faults;
   int next_broker_id = 0;
   void dispatch();                      // hands queued messages to consumers, anywhere
   static std::string key_of(std::string_view body) { return std::string(body.substr(0, body.find(':'))); }
@@ -172,6 +175,7 @@ class FakeBroker {
     auto it = consumers_by_tag_.find(tag);
     if (it == consumers_by_tag_.end() || closing_) return;
     const auto ch = it->second.channel;
+    if (it->second.queue == direct_reply_to) channels_[ch].reply_consumer_cancelled = true;
     consumers_by_tag_.erase(it);
     send(ch, wire::BasicCancel{tag, true});
     flush_async();
@@ -344,6 +348,7 @@ class FakeBroker {
     std::uint16_t prefetch = 0;         // basic.qos, global=false: each later consumer's limit
     std::uint16_t global_prefetch = 0;  // basic.qos, global=true: the channel's consumers together
     int flows_unanswered = 0;
+    bool reply_consumer_cancelled = false;  // the broker cancelled its amq.rabbitmq.reply-to consumer
     std::uint64_t seq = 0;
     std::uint64_t next_delivery_tag = 0;
     std::map<std::uint64_t, Unacked> unacked;
@@ -598,7 +603,8 @@ class FakeBroker {
     if (const auto* c = std::get_if<wire::BasicConsume>(&m)) {
       const std::string queue(c->queue);
       if (queue == direct_reply_to && !c->no_ack) {
-        begin_channel_close(chn, 406, "PRECONDITION_FAILED - reply consumer cannot acknowledge", 60, 20);
+        config_.world->library_faults.push_back("PRECONDITION_FAILED - reply consumer cannot acknowledge");
+        begin_channel_close(chn, 406, config_.world->library_faults.back(), 60, 20);
         return;
       }
       if (queue != direct_reply_to && !config_.world->queues.contains(queue)) {
@@ -710,8 +716,13 @@ class FakeBroker {
     // request's reply_to becomes an address of that channel.
     std::string reply_to = in.reply_to;
     if (reply_to == direct_reply_to) {
-      if (!reply_consumer(chn))
-        return begin_channel_close(chn, 406, "PRECONDITION_FAILED - fast reply consumer does not exist", 60, 40);
+      if (!reply_consumer(chn)) {
+        // Not the library's doing when the broker cancelled the consumer and its basic.cancel
+        // had not reached the client yet: no client can avoid that race.
+        const std::string text = "PRECONDITION_FAILED - fast reply consumer does not exist";
+        if (!ch.reply_consumer_cancelled) world.library_faults.push_back(text);
+        return begin_channel_close(chn, 406, text, 60, 40);
+      }
       reply_to = std::string(direct_reply_to) + "." + std::to_string(id_) + "." + std::to_string(chn);
     }
     std::uint64_t seq = 0;

@@ -882,6 +882,9 @@ struct Sim::Impl {
       violation("heartbeats: the broker on port " + port +
                 " heard nothing from the client for two heartbeat intervals and dropped the connection");
     world.heartbeat_missed.clear();
+    for (const auto& text : world.library_faults)
+      violation("protocol: the client library made the broker close a channel: " + text);
+    world.library_faults.clear();
     throw_if_violated();
   }
   void throw_if_violated() {

@@ -22,6 +22,8 @@
 //                  with an error, and neither sends the broker anything; a Message whose
 //                  channel closed acks with channel_closed and sends nothing
 //   heartbeats     the broker never hears nothing from a client for two heartbeat intervals
+//   protocol       the library itself never makes the broker close a channel (a direct
+//                  reply-to publish before its reply consumer, an acking reply consumer)
 //   flow           every channel.flow the broker sent is answered with flow-ok
 //   quiet loop     once everything is closed: no armed timer, no posted work, no open stream
 //   recovery       a Session whose broker keeps coming back ends healthy, every recovering

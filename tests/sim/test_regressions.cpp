@@ -182,5 +182,28 @@ TEST(SimRegression, a_get_in_flight_when_a_live_connection_is_dropped_runs_twice
                 {Op::drop_connection, 0, 0}});
 }
 
+// Invariant "protocol"; issue 27. The connection is blocked, so a call's publish waits in the
+// client; the RpcClient is dropped: its reply consumer was cancelled at once, and the publish
+// naming amq.rabbitmq.reply-to went out after it (RabbitMQ: 406, fast reply consumer does not
+// exist). The dropped client now closes its channel, so the waiting publish never goes out.
+TEST(SimRegression, a_dropped_rpc_clients_waiting_call_reaches_the_broker_after_its_reply_consumer) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::blocked, 0, 0}, {Op::rpc_start, 0, 0},
+                {Op::rpc_call, 0, 0}, {Op::drop_rpc, 0, 0}});
+}
+
+// Invariant "exactly once"; issue 27. The RpcClient is dropped while its start waits (the
+// network stalls): its ready was destroyed untold.
+TEST(SimRegression, an_rpc_client_dropped_before_ready_never_tells_ready) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::stall, 0, 0}, {Op::rpc_start, 0, 0},
+                {Op::drop_rpc, 0, 0}});
+}
+
+// Invariant "exactly once"; issue 27. An RpcServer dropped before its consume-ok (the stream
+// holds its input) never told its ready.
+TEST(SimRegression, an_rpc_server_dropped_before_it_started_never_tells_ready) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::hold_input, 0, 0}, {Op::rpc_serve, 0, 0},
+                {Op::rpc_server_drop, 0, 0}});
+}
+
 }  // namespace
 }  // namespace warren::sim
