@@ -123,7 +123,26 @@ if [[ ! -f build-ci/build.ninja ]]; then
   meson setup build-ci -Dwerror=true -Dunity=on -Dunity_size=8 -Ddebug=false >/dev/null ||
     fail_now "configuring build-ci"
 fi
+# The sanitizer and fuzz builds are configured meanwhile, one after another: two `meson setup`s
+# at once can fail in meson's CMake probe.
+sanitizer_setup() {  # sanitizer_setup DIR ARGS...: a unity debug build, line tables only
+  [[ -f $1/build.ninja ]] && return 0
+  local dir=$1
+  shift
+  meson setup "$dir" -Db_lundef=false -Dbench=false -Dbuildtype=debug -Dunity=on -Dunity_size=8 \
+    -Dcpp_args=-g1 "$@"
+}
+configure_sanitizer_builds() {
+  sanitizer_setup build-asan -Db_sanitize=address,undefined &&
+    sanitizer_setup build-tsan -Db_sanitize=thread &&
+    { [[ -f build-fuzz/build.ninja ]] ||
+      CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbench=false \
+        -Db_sanitize=address,undefined -Db_lundef=false; }
+}
+timed "configure: sanitizer and fuzz builds (beside the build)" configure_sanitizer_builds >"$work/configure.log" 2>&1 &
+configure_pid=$!
 timed "build: default (build-ci)" ninja -C build-ci || fail_now "the default build"
+wait "$configure_pid" || { tail -n 40 "$work/configure.log"; echo "test.sh: configuring a sanitizer build failed" >&2; }
 wait "$nodes_pid"
 nodes_rc=$?
 cat "$work/nodes.log"
@@ -182,13 +201,6 @@ lane_faults() {
 # The sanitizer and fuzz lanes, at lower CPU priority than the broker lanes.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-sanitizer_setup() {  # sanitizer_setup DIR ARGS...: a unity debug build, line tables only
-  [[ -f $1/build.ninja ]] && return 0
-  local dir=$1
-  shift
-  meson setup "$dir" -Db_lundef=false -Dbench=false -Dbuildtype=debug -Dunity=on -Dunity_size=8 \
-    -Dcpp_args=-g1 "$@" >/dev/null
-}
 fuzz_targets=(frame_decoder field_table content_header method engine)
 fuzz_one() {  # a bounded run; the fuzzer's chatter goes to a log shown only on failure
   local target=$1 corpus log
@@ -206,7 +218,7 @@ fuzz_one() {  # a bounded run; the fuzzer's chatter goes to a log shown only on 
 }
 lane_asan() {
   # AddressSanitizer + UBSan: the codec, engine and client suites.
-  if sanitizer_setup build-asan -Db_sanitize=address,undefined &&
+  if [[ -f build-asan/build.ninja ]] &&
       timed "build: asan" ninja -j2 -C build-asan tests/unit-tests tests/property-tests tests/engine-tests \
         tests/client-tests tests/tls-tests tests/cli-values-tests tests/sim-tests tests/sim-regressions; then
     step "asan: unit" build-asan/tests/unit-tests --gtest_brief=1
@@ -224,7 +236,7 @@ lane_asan() {
 lane_tsan_fuzz() {
   # ThreadSanitizer: the client suites on the fake driver; the cross-thread test runs once the
   # broker lanes are done.
-  if sanitizer_setup build-tsan -Db_sanitize=thread &&
+  if [[ -f build-tsan/build.ninja ]] &&
       timed "build: tsan" ninja -j2 -C build-tsan tests/client-tests tests/sim-tests tests/cross-thread-tests \
         tests/driver-tests; then
     step "tsan: client" build-tsan/tests/client-tests --gtest_brief=1
@@ -234,9 +246,7 @@ lane_tsan_fuzz() {
     echo "fail build: tsan" >>"$ledger"
   fi
   # libFuzzer targets, a bounded run each over the seed corpus.
-  if { [[ -f build-fuzz/build.ninja ]] ||
-       CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbench=false \
-         -Db_sanitize=address,undefined -Db_lundef=false >/dev/null; } &&
+  if [[ -f build-fuzz/build.ninja ]] &&
       timed "build: fuzz" ninja -j2 -C build-fuzz "${fuzz_targets[@]/#/fuzz/fuzz-}"; then
     for target in "${fuzz_targets[@]}"; do step "fuzz: $target" fuzz_one "$target"; done
   else
