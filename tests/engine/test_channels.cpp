@@ -54,6 +54,12 @@ TEST(Channels, a_channel_error_closes_only_its_channel_and_fails_its_requests) {
     auto dead = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
     ASSERT_FALSE(dead.ok());
     EXPECT_EQ(dead.error().code, errc::channel_closed);
+    // It names the broker's reply, not only that the channel is not open.
+    EXPECT_EQ(dead.error().reply_code, 404);
+    EXPECT_EQ(dead.error().detail,
+              "channel 1 was closed by the broker: not found (404): NOT_FOUND - no queue 'missing' in vhost '/'");
+    // Opened again, the number forgets that cause.
+    EXPECT_EQ(b.open_channel(), 1);
   });
 }
 

@@ -11,7 +11,15 @@ using namespace detail;
 Result<Channel*> Connection::Impl::usable_channel(ChannelId id) {
   if (auto r = check_open(); !r.ok()) return std::move(r).error();
   Channel* ch = channel(id);
-  if (!ch) return make_error(errc::channel_closed, "channel " + std::to_string(id) + " is not open");
+  if (!ch) {
+    auto closed = closed_by_broker_.find(id);
+    if (closed == closed_by_broker_.end())
+      return make_error(errc::channel_closed, "channel " + std::to_string(id) + " is not open");
+    Error e = closed->second;
+    e.code = make_error_code(errc::channel_closed);
+    e.detail = "channel " + std::to_string(id) + " was closed by the broker: " + closed->second.to_string();
+    return e;
+  }
   if (std::holds_alternative<Channel::Closing>(ch->state))
     return make_error(errc::channel_closed, "channel " + std::to_string(id) + " is closing");
   return ch;
@@ -92,6 +100,7 @@ Result<ChannelId> Connection::open_channel(Instant now) {
   ch->pending.push_back(PendingRequest{0, wire::ChannelOpen::id, wire::ChannelOpenOk::id, {},
                                        s.expiry(s.options_.request_timeout), PendingRequest::Kind::open, {}, false});
   s.channels_[id] = std::move(ch);
+  s.closed_by_broker_.erase(id);
   s.active_.push_back(id);
   s.send_method(id, wire::ChannelOpen{});
   return id;

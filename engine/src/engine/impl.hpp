@@ -3,6 +3,7 @@
 // commands.cpp (the verbs).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -103,6 +104,9 @@ class Connection::Impl {
   std::string blocked_reason_;
 
   std::vector<std::unique_ptr<detail::Channel>> channels_;  // by channel number
+  // Why the broker closed a channel number, until the number is opened again: a verb on it
+  // then names the broker's reply, not only that the channel is not open.
+  std::map<ChannelId, Error> closed_by_broker_;
   std::vector<ChannelId> active_;                            // numbers in use
   detail::Ring<detail::Unwritten> unwritten_;
   detail::DueBound unwritten_due_;

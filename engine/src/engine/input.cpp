@@ -218,6 +218,7 @@ void Connection::Impl::on_channel_method(Channel& ch, wire::Method& m) {
     fail_channel_work(ch, cause);
     const ChannelId num = ch.id;
     free_channel(num);
+    closed_by_broker_.insert_or_assign(num, cause);
     emit(ChannelClosed{num, std::move(cause)});
     return;
   }
