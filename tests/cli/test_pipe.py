@@ -165,6 +165,31 @@ class Pipe(unittest.TestCase):
         self.assertEqual(h["x-pipeline-name"], "warren pipe")
         self.assertIn("x-pipeline-failed-at", h)
 
+    def test_a_message_from_another_user_is_passed_on_and_dead_lettered_without_its_user_id(self):
+        # F2: RabbitMQ refuses (406, closing the channel) a publish whose user_id is not the
+        # connection's user. A message another user published with its own user_id must reach
+        # the destination and the dead-letter target: without user_id, the envelope naming it.
+        user, password = unique("pipe-user"), "pw-" + unique("x")
+        subprocess.run([CTL, "-q", "add_user", user, password], check=True, capture_output=True)
+        self.addCleanup(lambda: subprocess.run([CTL, "-q", "delete_user", user], capture_output=True))
+        subprocess.run([CTL, "-q", "set_permissions", "-p", "/", user, ".*", ".*", ".*"], check=True, capture_output=True)
+        src, out, dlq = self.queue(), self.queue(), self.queue()
+        with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORT), "/",
+                                                               pika.PlainCredentials(user, password))) as c:
+            ch = c.channel()
+            ch.confirm_delivery()
+            for body in (b"good", b"bad"):
+                ch.basic_publish("", src, body, pika.BasicProperties(user_id=user), mandatory=True)
+        cmd = 'b=$(cat); if [ "$b" = bad ]; then echo refused >&2; exit 3; fi; printf %s "$b"'
+        self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", cmd,
+                     "--dead-letter-exchange", "", "--dead-letter-routing-key", dlq, "--count", "2", "--timeout", "30"))
+        self.assertEqual(counts_become(src, (0, 0)), (0, 0))
+        [(props, body)] = self.take_all(out)
+        self.assertEqual((body, props.user_id), (b"good", None))
+        [(props, body)] = self.take_all(dlq)
+        self.assertEqual((body, props.user_id), (b"bad", None))
+        self.assertEqual(props.headers["x-pipeline-original-user-id"], user)
+
     def test_native_dlx_rejects_failures_to_the_queues_own_dead_letter_exchange(self):
         dlq = self.queue()
         src = self.queue({"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})

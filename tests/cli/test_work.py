@@ -145,17 +145,20 @@ class Work(unittest.TestCase):
 
     def test_the_outcome_is_the_commands_exit_not_the_end_of_what_it_left_behind(self):
         # F7: a command that exits 0 at once but leaves a child holding its output is done at
-        # once; what it left in its process group is ended.
+        # once; the child is left alone (never waited on).
         q = "leftover"
         self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
         started = time.monotonic()
-        out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", "sleep 41.5 & exit 0",
-                             "--count", "1", "--timeout", "30", timeout=60))
+        self.addCleanup(lambda: subprocess.run(["pkill", "-f", "^sleep 41.5$"]))
+        with open(os.devnull, "wb") as devnull:  # the child holds warren's stderr: not a pipe of ours
+            run = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec",
+                                    "sleep 41.5 & exit 0", "--count", "1", "--timeout", "30", "--url", URL],
+                                   stdout=subprocess.PIPE, stderr=devnull)
+            out = run.stdout.read().decode()
+            self.assertEqual(run.wait(timeout=60), 0)
         self.assertLess(time.monotonic() - started, 10, "the run waited for the child the command left behind")
         self.assertEqual(self.lines(out), [("done", "attempt=1")])
-        time.sleep(0.2)
-        leftover = subprocess.run(["pgrep", "-f", "^sleep 41.5$"], capture_output=True, text=True).stdout
-        self.assertEqual(leftover, "", "the child left in the command's process group was not ended")
+        subprocess.run(["pkill", "-f", "^sleep 41.5$"])
         # A child in a session of its own is beyond the group: ignored, and the timeout holds.
         self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "y"))
         self.addCleanup(lambda: subprocess.run(["pkill", "-f", "^sleep 42.5$"]))
@@ -168,6 +171,36 @@ class Work(unittest.TestCase):
                                    stdout=devnull, stderr=devnull)
             self.assertEqual(run.wait(timeout=60), 1)
         self.assertLess(time.monotonic() - started, 10, "the timeout waited for a setsid child's pipes")
+
+    def test_a_message_from_another_user_is_retried_and_dead_lettered_without_its_user_id(self):
+        # F2: a message another user published with its own user_id. Its retry and dead-letter
+        # copies are published by the worker's connection, which RabbitMQ lets carry only its
+        # own user_id (else 406, closing the channel): they carry none, the DLQ copy names it.
+        user, password = "cliwork-user-" + uuid.uuid4().hex[:8], uuid.uuid4().hex
+        subprocess.run([CTL, "-q", "add_user", user, password], check=True, capture_output=True)
+        self.addCleanup(lambda: subprocess.run([CTL, "-q", "delete_user", user], capture_output=True))
+        subprocess.run([CTL, "-q", "set_permissions", "-p", "/", user, ".*", ".*", ".*"], check=True, capture_output=True)
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = "other-user-" + driver
+                self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--driver", driver, "--body", "mine"))
+                with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORT), "/",
+                                                                       pika.PlainCredentials(user, password))) as c:
+                    ch = c.channel()
+                    ch.confirm_delivery()
+                    ch.basic_publish("", f"{self.prefix}.{q}", b"theirs",
+                                     pika.BasicProperties(user_id=user, message_id="m-theirs", delivery_mode=2,
+                                                          headers={"x-warren-attempt": 1}), mandatory=True)
+                out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--driver", driver,
+                                     "--exec", "exit 3", "--attempts", "2", *FAST, "--count", "2", "--timeout", "30"))
+                self.assertEqual(sorted(self.lines(out)), sorted([("retry", "attempt=1"), ("dead-letter", "attempt=2")] * 2))
+                dead = {}
+                while (got := self.channel.basic_get(f"{self.prefix}.{q}.dlq", auto_ack=True))[0] is not None:
+                    dead[got[2]] = got[1]
+                self.assertEqual(sorted(dead), [b"mine", b"theirs"])
+                self.assertIsNone(dead[b"theirs"].user_id)
+                self.assertEqual(dead[b"theirs"].headers["x-warren-original-user-id"], user)
+                self.assertNotIn("x-warren-original-user-id", dead[b"mine"].headers)
 
     def test_exit_75_releases_without_counting_an_attempt(self):
         q = "release"

@@ -145,7 +145,8 @@ Outcome run(const Options& options) {
   if (input.empty()) in_w.reset();
   // The outcome is the shell's exit, not the end of its output: a command that leaves a child
   // behind holding the pipes (`sleep 60 &`, a daemon that setsid()s) must not keep warren
-  // waiting. The pidfd is readable once the shell has exited.
+  // waiting. The pidfd is readable once the shell has exited. (Without pidfd_open, before
+  // Linux 5.3, the pipes' end is waited for as before.)
   Fd exited{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
   char buf[65536];
   auto take = [&](const Fd& from, std::string_view bytes) {
@@ -189,7 +190,8 @@ Outcome run(const Options& options) {
   }
   if (shell_exited) {
     // What it wrote before it exited is in the pipes: read it without waiting for an end that
-    // a left-behind child may never give. Then end what it left in its process group.
+    // a left-behind child may never give. The child itself is left alone (a command may start
+    // something on purpose); a timeout or a stop still kills the whole group.
     for (Fd* from : {&out_r, &err_r}) {
       if (from->fd < 0) continue;
       ::fcntl(from->fd, F_SETFL, O_NONBLOCK);
@@ -200,7 +202,6 @@ Outcome run(const Options& options) {
         take(*from, std::string_view(buf, static_cast<std::size_t>(r)));
       }
     }
-    ::kill(-pid, SIGKILL);  // the group outlives its (unreaped) leader; a setsid() child is not in it
   }
   in_w.reset();
   outcome.last_error_line = last.finish();

@@ -4,6 +4,7 @@
 #include <variant>
 
 #include "names.hpp"
+#include "warren/client/owned_publish.hpp"
 #include "warren/wire/properties.hpp"
 
 namespace warren::messaging {
@@ -271,20 +272,31 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
 client::FieldTable WorkQueue::republished_headers(const client::Message& original, const client::FieldTable& add,
                                                   bool only_ours) {
   client::FieldTable headers;
-  if (auto prior = original.headers(); prior)
+  auto prior = original.headers();
+  if (prior)
     for (auto& e : prior->entries)
       if (!broker_death_header(e.key) && (!only_ours || warren_header(e.key))) headers.entries.push_back(e);
+  // The first copy keeps who published the original; a copy of a copy already has it.
+  if (const auto user = original.properties().user_id; user && !(prior && prior->find(original_user_id_header)))
+    headers.set(std::string(original_user_id_header), std::string(*user));
   for (auto& e : add.entries)
     if (!only_ours || warren_header(e.key)) headers.set(e.key, e.value);
   return headers;
 }
 
+client::Properties WorkQueue::republished_properties(const client::Message& original) {
+  client::Properties properties = original.properties();
+  properties.expiration.reset();
+  properties.user_id.reset();
+  properties.delivery_mode = client::persistent;
+  properties.headers.reset();
+  return properties;
+}
+
 bool WorkQueue::fits(const client::Message& original, const client::FieldTable& add, bool with_error) const {
   auto headers = republished_headers(original, add, false);
   if (with_error) headers.set(std::string(error_header), std::string());
-  client::Properties properties = original.properties();
-  properties.expiration.reset();
-  properties.delivery_mode = client::persistent;
+  client::Properties properties = republished_properties(original);
   properties.headers = wire::TableRef(headers);
   auto size = wire::content_header_size(properties);
   if (!size) return false;
@@ -295,45 +307,27 @@ bool WorkQueue::fits(const client::Message& original, const client::FieldTable& 
 
 void WorkQueue::republish(const client::Message& original, std::string routing_key, client::FieldTable add,
                           std::string_view error, bool only_ours, client::Callback<void> done) {
-  auto headers = std::make_shared<client::FieldTable>(republished_headers(original, add, only_ours));
-  // The properties as they were (views into `original`, which the caller keeps alive until
-  // the publish returned), with the new headers, persistent, and no per-message expiration.
-  auto properties = std::make_shared<client::Properties>(original.properties());
-  properties->expiration.reset();
-  properties->delivery_mode = client::persistent;
+  auto headers = republished_headers(original, add, only_ours);
+  client::Properties properties = republished_properties(original);
   if (!error.empty()) {
-    headers->set(std::string(error_header), std::string());
-    properties->headers = wire::TableRef(*headers);
-    headers->set(std::string(error_header), cut_text(error, error_budget(*properties, layer_->frame_max_bytes())));
+    headers.set(std::string(error_header), std::string());
+    properties.headers = wire::TableRef(headers);
+    headers.set(std::string(error_header), cut_text(error, error_budget(properties, layer_->frame_max_bytes())));
   }
-  properties->headers = wire::TableRef(*headers);
-  auto key = std::make_shared<std::string>(std::move(routing_key));
-  auto body = std::make_shared<std::string>(original.body_text());
-  auto props_copy = std::make_shared<client::Properties>(*properties);
-  // The message's string properties are views into `original`: copy them so the publish may
-  // start after a channel is opened, when the caller's message may have moved on.
-  auto strings = std::make_shared<std::vector<std::string>>();
-  strings->reserve(12);
-  auto own = [&](std::optional<std::string_view>& v) {
-    if (v) v = strings->emplace_back(*v);
-  };
-  own(props_copy->content_type);
-  own(props_copy->content_encoding);
-  own(props_copy->correlation_id);
-  own(props_copy->reply_to);
-  own(props_copy->message_id);
-  own(props_copy->type);
-  own(props_copy->user_id);
-  own(props_copy->app_id);
-  own(props_copy->cluster_id);
-  auto exchange = std::make_shared<std::string>(layer_->direct_exchange());
-  layer_->control_channel([headers, props_copy, strings, key, body, exchange, done](Result<client::Channel> ch) {
+  properties.headers = wire::TableRef(headers);
+  // Copied whole (its strings are views into `original`): the publish may start after a
+  // channel is opened, when the caller's message has moved on.
+  const std::string exchange = layer_->direct_exchange();
+  auto publish = std::make_shared<client::OwnedPublish>(
+      client::Publish{.exchange = exchange, .routing_key = routing_key, .mandatory = true, .properties = properties},
+      client::as_bytes(original.body_text()));
+  if (!publish->status()) return done(publish->status().error());
+  layer_->control_channel([publish, done](Result<client::Channel> ch) {
     if (!ch) return done(ch.error());
-    ch->publish({.exchange = *exchange, .routing_key = *key, .mandatory = true, .properties = *props_copy},
-                client::as_bytes(*body), [done](Result<engine::PublishOutcome> r) {
-                  if (!r) return done(r.error());
-                  done(Result<void>());
-                });
+    ch->publish(publish->publish(), publish->body(), [done](Result<engine::PublishOutcome> r) {
+      if (!r) return done(r.error());
+      done(Result<void>());
+    });
   });
 }
 

@@ -19,6 +19,7 @@ wire::FieldTable build(const EnvelopeFacts& f, std::string message) {
   t.set(std::string(envelope::failed_at), wire::Timestamp{f.failed_at_s});
   t.set(std::string(envelope::pipeline), std::string(f.pipeline));
   if (f.expiration) t.set(std::string(envelope::original_expiration), std::string(*f.expiration));
+  if (f.user_id) t.set(std::string(envelope::original_user_id), std::string(*f.user_id));
   return t;
 }
 

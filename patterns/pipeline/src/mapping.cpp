@@ -74,7 +74,9 @@ client::Properties properties_of(const Metadata& m, const wire::FieldTable& head
   p.message_id = view(m.message_id);
   p.timestamp = m.timestamp;
   p.type = view(m.type);
-  p.user_id = view(m.user_id);
+  // Not user_id: RabbitMQ refuses (406, closing the channel) a publish whose user_id is not
+  // the publishing connection's own user, so a record republished by the pipeline's
+  // connection must not claim its source's publisher. The stage still sees it (metadata).
   p.app_id = view(m.app_id);
   return p;
 }

@@ -256,6 +256,9 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
   // dead-letter queue. The envelope names it instead.
   const std::optional<std::string_view> expiration = base.expiration;
   base.expiration.reset();
+  // Nor its user_id: the broker refuses one that is not this connection's user. Named instead.
+  const std::optional<std::string_view> user_id = base.user_id;
+  base.user_id.reset();
   RecordError error = f.error.value_or(RecordError{});
   const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
   EnvelopeFacts facts{.pipeline = options_.core.name,
@@ -265,7 +268,8 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
                       .error = &error,
                       .attempt = it->second.attempt,
                       .failed_at_s = static_cast<std::uint64_t>(now_s.count()),
-                      .expiration = expiration};
+                      .expiration = expiration,
+                      .user_id = user_id};
   auto headers = envelope_headers(facts, base, conn_->frame_max_bytes());
   if (!headers) return requeue(headers.error().to_string());
   base.headers = wire::TableRef(*headers);

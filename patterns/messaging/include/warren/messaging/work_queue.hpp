@@ -31,6 +31,10 @@ inline constexpr std::string_view reason_header = "x-warren-reason";
 inline constexpr std::string_view error_header = "x-warren-error";
 inline constexpr std::string_view attempts_header = "x-warren-attempts";
 inline constexpr std::string_view original_routing_key_header = "x-warren-original-routing-key";
+// On a retry or dead-letter copy of a message that carried a user_id: that user_id. The copy
+// itself carries none: RabbitMQ refuses (406, closing the channel) a publish whose user_id is
+// not the publishing connection's user, and the worker is rarely the original publisher.
+inline constexpr std::string_view original_user_id_header = "x-warren-original-user-id";
 
 struct WorkQueueOptions {
   std::string name;            // the queue is "<prefix>.<name>"
@@ -123,6 +127,10 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // The message republished with `add` over its headers (and an x-warren-error when
   // `with_error`, cut to what is left) fits one content header frame.
   [[nodiscard]] bool fits(const client::Message& original, const client::FieldTable& add, bool with_error) const;
+  // The original's properties as a copy carries them: persistent, no per-message expiration
+  // (it would expire in a retry or dead-letter queue), no user_id (see
+  // original_user_id_header); headers not set.
+  [[nodiscard]] static client::Properties republished_properties(const client::Message& original);
   [[nodiscard]] static client::FieldTable republished_headers(const client::Message& original,
                                                              const client::FieldTable& add, bool only_ours);
   [[nodiscard]] double draw();

@@ -15,8 +15,9 @@ namespace warren::pipeline {
 // The same without its headers, for a delivery whose headers cannot be decoded.
 [[nodiscard]] Record record_without_headers(const client::Message& message);
 
-// The basic properties to publish `metadata` with, headers included. Views into `metadata`
-// and `headers`: keep both alive for the publish call (it copies the frames).
+// The basic properties to publish `metadata` with, headers included, user_id left out (the
+// publishing connection cannot vouch for another user's). Views into `metadata` and
+// `headers`: keep both alive for the publish call (it copies the frames).
 [[nodiscard]] client::Properties properties_of(const Metadata& metadata, const wire::FieldTable& headers);
 
 }  // namespace warren::pipeline
