@@ -78,6 +78,46 @@ class Log(unittest.TestCase):
         self.assertEqual([l.split("\t")[1] for l in lines], ["old", "new"])
         self.assertEqual(lines[1].split("\t")[0], new)
 
+    def test_read_and_append_end_while_another_appender_never_stops(self):
+        # F1: with an entry appended every 50 ms the stream is never silent; a read ends at what
+        # it asked for and the tip it saw, and an append's read-back at its own entry.
+        name = "busy"
+        self.ok(warren("log", "append", "--log", name, "--prefix", self.prefix, stdin=b"a\nb\nc\n"))
+        appender = subprocess.Popen(
+            ["/usr/bin/python3", "-c", f"""
+import pika, time
+c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", {int(PORT)}))
+ch = c.channel()
+while True:
+    ch.basic_publish("", "{self.prefix}.log.{name}", b"steady")
+    c.process_data_events(0.05)
+"""])
+        self.addCleanup(appender.kill)
+        time.sleep(0.3)
+        started = time.monotonic()
+        out = self.ok(warren("log", "read", "--log", name, "--prefix", self.prefix, "--count", "2", timeout=20))
+        self.assertEqual([line.split("\t")[1] for line in out.splitlines()], ["a", "b"])
+        out = self.ok(warren("log", "read", "--log", name, "--prefix", self.prefix, timeout=20))
+        self.assertGreaterEqual(len(out.splitlines()), 3, "the read reached the tip it saw")
+        lines = "".join(f"mine-{i}\n" for i in range(30)).encode()
+        offsets = [int(x) for x in self.ok(warren("log", "append", "--log", name, "--prefix", self.prefix,
+                                                  stdin=lines, timeout=60)).split()]
+        self.assertEqual(len(offsets), 30)
+        self.assertEqual(offsets, sorted(set(offsets)))
+        self.assertLess(time.monotonic() - started, 45)
+
+    def test_follow_from_an_offset_past_the_tip_starts_at_that_offset(self):
+        # F6: --from 5 --follow on a log whose tip is 2 printed offset 3.
+        name = "ahead"
+        self.ok(warren("log", "append", "--log", name, "--prefix", self.prefix, stdin=b"e0\ne1\ne2\n"))
+        run = subprocess.Popen([WARREN, "log", "read", "--log", name, "--prefix", self.prefix, "--from", "5",
+                                "--follow", "--count", "1", "--url", URL], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(1)
+        self.ok(warren("log", "append", "--log", name, "--prefix", self.prefix, stdin=b"e3\ne4\ne5\ne6\n"))
+        out, err = run.communicate(timeout=20)
+        self.assertEqual(run.returncode, 0, err.decode(errors="replace"))
+        self.assertEqual(out.decode(), "5\te5\n")
+
     def test_usage_errors(self):
         r = warren("log", "read", "--log", "x", "--from", "yesterday")
         self.assertEqual(r.returncode, 2)

@@ -7,6 +7,8 @@
 #include <map>
 
 #include "client_fixture.hpp"
+#include "faults/fault_proxy.hpp"
+#include "warren/client/session.hpp"
 #include "warren/messaging/log.hpp"
 
 namespace warren::test {
@@ -204,6 +206,105 @@ TEST_P(MessagingLog, concurrent_appenders_each_get_their_own_entrys_offset) {
   EXPECT_EQ(wrong, 0);
   drop(a);
   close(*other);
+}
+
+// F1: a read, the tip and an append's read-back end while another connection appends every
+// 20 ms, so the stream is never silent: each is bounded by what it asked for, the tip it saw
+// and its own entry, not by a pause that never comes.
+TEST_P(MessagingLog, reads_tips_and_appends_end_while_someone_appends_all_the_time) {
+  auto m = layer();
+  auto l = log(m, "busy");
+  for (int i = 0; i < 5; ++i) append(l, "seed-" + std::to_string(i));
+  // The other appender: its own connection on its own loop thread.
+  std::atomic<bool> stop{false};
+  std::atomic<int> appended{0};
+  const auto url = client::parse_url("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f");
+  ASSERT_TRUE(url.ok());
+  std::thread other([&] {
+    Loop other_loop(GetParam());
+    std::optional<bool> ready;
+    auto c = client::Connection::connect(other_loop.driver(), *url, {}, [&](Result<void> r) { ready = r.ok(); });
+    if (!other_loop.run_until([&] { return ready.has_value(); }) || !*ready) return;
+    auto om = Messaging::create(c, {.prefix = prefix});
+    auto ol = Log::create(*om, {.name = "busy"});
+    while (!stop) {
+      std::optional<Result<std::uint64_t>> r;
+      (*ol)->append("other", [&](Result<std::uint64_t> x) { r = x; });
+      other_loop.run_until([&] { return r.has_value(); }, 10s);
+      if (r && r->ok()) ++appended;
+      other_loop.run_until([] { return false; }, 20ms);
+    }
+    c->close(nullptr);
+    other_loop.run_until([] { return false; }, 100ms);
+  });
+  struct Joiner {  // on every way out, an ASSERT's too
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{stop, other};
+  ASSERT_TRUE(loop.run_until([&] { return appended >= 3; }, 10s));
+  const auto started = std::chrono::steady_clock::now();
+  auto tip = wait<std::optional<std::uint64_t>>([&](auto d) { l->tip(d); }, 5s);
+  ASSERT_TRUE(tip.ok()) << tip.error().to_string();
+  auto page = wait<Page>([&](auto d) { l->read({.from = {.position = "first"}}, d); }, 5s);
+  ASSERT_TRUE(page.ok()) << page.error().to_string();
+  EXPECT_TRUE(page->complete);
+  ASSERT_FALSE(page->entries.empty());
+  EXPECT_EQ(page->entries.back().offset, *page->tip) << "the read ends at the tip it saw, not later";
+  std::vector<std::uint64_t> mine;
+  for (int i = 0; i < 20; ++i) {
+    auto offset = wait<std::uint64_t>([&](auto d) { l->append("mine-" + std::to_string(i), d); }, 10s);
+    ASSERT_TRUE(offset.ok()) << "append " << i << ": " << offset.error().to_string();
+    mine.push_back(*offset);
+  }
+  EXPECT_TRUE(std::is_sorted(mine.begin(), mine.end()));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
+  stop = true;
+  other.join();
+  drop(l);
+}
+
+// F5: a tail from "next" that has handed nothing on when its connection is lost starts again
+// from where it started, not from "next" again: an entry appended during the outage is handed
+// on. The session reaches the broker through a proxy that holds it down meanwhile.
+TEST_P(MessagingLog, a_tail_from_next_loses_nothing_appended_while_its_session_was_down) {
+  FaultProxy proxy(broker_port());
+  auto url = client::parse_url("amqp://127.0.0.1:" + std::to_string(proxy.port()) + "/%2f");
+  ASSERT_TRUE(url.ok());
+  client::SessionOptions so;
+  so.backoff = client::Backoff{50ms, 2.0, 200ms};
+  so.client.connect_timeout = 30s;
+  so.client.engine.handshake_timeout = 30s;
+  auto session = client::Session::start(loop.driver(), *url, so);
+  auto sm = Messaging::create(session, {.prefix = prefix});
+  ASSERT_TRUE(sm.ok());
+  auto l = log(*sm, "outage");
+  ASSERT_TRUE(wait<void>([&](auto d) { l->declare(d); }).ok());
+  auto direct = log(layer(), "outage");  // appends on the fixture's own connection
+  append(direct, "before");
+  std::vector<std::string> seen;
+  auto tail = wait<std::shared_ptr<LogTail>>([&](auto d) {
+    l->follow({.position = "next"}, [&](const client::Delivery& dl, std::uint64_t) { seen.emplace_back(dl.body_text()); },
+              nullptr, d);
+  });
+  ASSERT_TRUE(tail.ok()) << tail.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return (*tail)->healthy(); }));
+  proxy.stall(true);  // the next dial's handshake hangs: the session stays down
+  proxy.cut_all();
+  ASSERT_TRUE(loop.run_until([&] { return !(*tail)->healthy(); }, 10s));
+  append(direct, "during the outage");
+  proxy.stall(false);
+  ASSERT_TRUE(loop.run_until([&] { return (*tail)->healthy() && !seen.empty(); }, 30s)) << "recovered, entries: " << seen.size();
+  append(direct, "after");
+  ASSERT_TRUE(loop.run_until([&] { return seen.size() >= 2; }, 10s));
+  EXPECT_EQ(seen, (std::vector<std::string>{"during the outage", "after"}));
+  (void)wait<void>([&](auto d) { (*tail)->close(d); });
+  (void)wait<void>([&](auto d) { (*sm)->close(d); });
+  (void)wait<void>([&](auto d) { session->close(d); });
+  drop(direct);
 }
 
 TEST_P(MessagingLog, a_changed_stream_max_bytes_is_a_406_on_one_channel_and_the_layer_goes_on) {

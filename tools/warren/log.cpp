@@ -43,11 +43,17 @@ class LogJob : public Job {
     auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix, .on_event = on_event});
     if (!layer) return layer.error();
     layer_ = *layer;
-    auto l = messaging::Log::create(layer_, {.name = args_->log, .on_gap = [this](const messaging::Gap& g) { gap_ = g; }});
+    auto l = messaging::Log::create(layer_, {.name = args_->log, .on_gap = [this](const messaging::Gap& g) {
+                                               gap_ = g;
+                                               on_gap(g);
+                                             }});
     if (!l) return l.error();
     log_ = *l;
     return {};
   }
+
+  // A gap met by the live tail (a read's gap ends its page instead).
+  virtual void on_gap(const messaging::Gap&) {}
 
   std::shared_ptr<LogArgs> args_;
   std::shared_ptr<messaging::Messaging> layer_;
@@ -169,10 +175,23 @@ class ReadJob final : public LogJob {
     });
   }
 
+  void on_gap(const messaging::Gap& g) override {
+    if (!following_ || failed()) return;
+    fail_text("gap", "offset " + std::to_string(g.asked) + " is gone; the oldest retained is " + std::to_string(g.oldest),
+              exit_gap);
+  }
+
   void tail() {
+    following_ = true;
+    // After what was printed; else after the tip the catch-up stopped at, but never before
+    // an offset asked for (a --from past the tip waits for it).
     messaging::From from = from_;
-    if (last_) from = {.offset = *last_ + 1};
-    else if (started_tip_ && from_.position != "next") from = {.offset = *started_tip_ + 1};
+    if (last_) {
+      from = {.offset = *last_ + 1};
+    } else if (started_tip_ && from_.position != "next") {
+      const std::uint64_t after_tip = *started_tip_ + 1;
+      from = {.offset = from_.offset ? std::max(*from_.offset, after_tip) : after_tip};
+    }
     log_->follow(
         from, [this](const client::Delivery& d, std::uint64_t offset) {
           if (!failed() && !done_) done_ = !print(d.raw(), offset);
@@ -193,6 +212,7 @@ class ReadJob final : public LogJob {
   std::uint64_t printed_ = 0;
   int stalls_ = 0;
   bool done_ = false;
+  bool following_ = false;
   std::shared_ptr<messaging::LogTail> tail_;
 };
 

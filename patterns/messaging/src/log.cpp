@@ -11,13 +11,17 @@ namespace {
 // One bounded read of a stream on a channel of its own: every delivery is acked and handed to
 // `on_entry` until it says stop, or no delivery comes for a while; then the channel is closed
 // (a stream delivery is never rejected: 3.10-3.12 answer that with 540 on the connection).
+// With `settle`, it also ends that long after its first delivery, however busy the stream is:
+// a look at the last chunk (the tip, an append's read-back) must not wait for a silence that
+// appenders never leave.
 class Reader : public std::enable_shared_from_this<Reader> {
  public:
   using OnEntry = std::function<bool(const client::Delivery& d, std::uint64_t offset)>;  // true: stop
   Reader(std::shared_ptr<Messaging> layer, std::string queue, wire::FieldValue start, std::chrono::milliseconds first_wait,
-         std::chrono::milliseconds idle, OnEntry on_entry, client::Callback<bool> done)
+         std::chrono::milliseconds idle, OnEntry on_entry, client::Callback<bool> done,
+         std::optional<std::chrono::milliseconds> settle = std::nullopt)
       : layer_(std::move(layer)), queue_(std::move(queue)), start_(std::move(start)), first_wait_(first_wait),
-        idle_(idle), on_entry_(std::move(on_entry)), done_(std::move(done)) {}
+        idle_(idle), settle_(settle), on_entry_(std::move(on_entry)), done_(std::move(done)) {}
 
   void start() {
     auto self = shared_from_this();
@@ -52,7 +56,9 @@ class Reader : public std::enable_shared_from_this<Reader> {
     if (auto r = d.ack(); !r) return finish(r.error());
     if (!offset) return finish(make_error(errc::protocol_error, "a stream delivery without x-stream-offset"));
     if (on_entry_(d, *offset)) return finish(true);
-    timer_->arm(layer_->driver().now() + idle_);
+    const auto now = layer_->driver().now();
+    if (settle_ && !settle_at_) settle_at_ = now + *settle_;
+    timer_->arm(settle_at_ ? std::min(now + idle_, *settle_at_) : now + idle_);
   }
 
   void finish(Result<bool> r) {
@@ -71,6 +77,8 @@ class Reader : public std::enable_shared_from_this<Reader> {
   std::string queue_;
   wire::FieldValue start_;
   std::chrono::milliseconds first_wait_, idle_;
+  std::optional<std::chrono::milliseconds> settle_;
+  std::optional<engine::Instant> settle_at_;  // the first delivery's time + settle
   OnEntry on_entry_;
   client::Callback<bool> done_;
   client::Channel ch_;
@@ -200,7 +208,10 @@ void Log::find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, st
           return done(make_error(errc::not_found, "appended, but its entry was not found reading back from the tip"));
         const std::uint64_t back = std::min<std::uint64_t>(*edge, window);
         self->find_entry(id, wire::FieldValue(static_cast<std::int64_t>(*edge - back)), edge, window * 4, done);
-      });
+      },
+      // The look at the last chunk ends its idle after its first entry even while others
+      // append; a look further back ends where the previous one began (`below`).
+      below ? std::nullopt : std::optional(std::min(options_.idle, std::chrono::milliseconds(200))));
   reader->start();
 }
 
@@ -215,7 +226,10 @@ void Log::tip(client::Callback<std::optional<std::uint64_t>> done) {
       [highest, done](Result<bool> r) {
         if (!r) return done(r.error());
         done(*highest);
-      });
+      },
+      // The last chunk arrives at once; what comes after the settle was appended after the look
+      // began, and under steady appends a silence never comes.
+      std::min(options_.idle, std::chrono::milliseconds(200)));
   reader->start();
 }
 
@@ -283,24 +297,60 @@ void Log::oldest(client::Callback<std::optional<std::uint64_t>> done) {
 
 void Log::follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
                  std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done) {
-  // The next offset to ask for when it consumes again (a closed channel, a reconnect): after
-  // the last entry it handed on, so nothing is handed on twice and nothing is skipped.
-  auto next = std::make_shared<std::optional<std::uint64_t>>();
+  // "next" and "last" name a place that moves: they are resolved once, against the tip now, so
+  // consuming again before the first entry (a reconnect) starts where the tail started, not
+  // where the stream has got to meanwhile.
+  if (!from.offset && (from.position == "next" || from.position == "last")) {
+    auto self = shared_from_this();
+    return tip([self, from, on_entry, on_end, done](Result<std::optional<std::uint64_t>> tip) {
+      if (!tip) return done(tip.error());
+      const std::uint64_t resolved = !*tip ? 0 : from.position == "next" ? **tip + 1 : **tip;
+      // "next" is an offset from the start; "last" keeps its first look at the whole last
+      // chunk, and falls back to the tip entry only to consume again.
+      if (from.position == "next") return self->subscribe_tail({.offset = resolved}, resolved, on_entry, on_end, done);
+      self->subscribe_tail(from, resolved, on_entry, on_end, done);
+    });
+  }
+  subscribe_tail(from, from.offset, on_entry, on_end, done);
+}
+
+void Log::subscribe_tail(From from, std::optional<std::uint64_t> fallback,
+                         std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
+                         std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done) {
+  // Where the next consume starts: after the last entry handed on, else `fallback` (where the
+  // tail started, resolved), else the position as given ("first" names no moving place).
+  // Entries below it are not handed on (a stream starts at the chunk holding the offset).
+  struct Place {
+    std::optional<std::uint64_t> next;
+    std::optional<std::uint64_t> asked;  // what the current consume asked for, numerically
+    bool first_of_consume = true;
+  };
+  auto place = std::make_shared<Place>(Place{.next = from.offset});
   auto holder = std::make_shared<std::shared_ptr<Subscription>>();
+  std::weak_ptr<Log> weak = weak_from_this();
   *holder = Subscription::start(
       layer_,
       {.queue = queue_,
        .prefetch = 200,
        .setup = [](const client::Channel&, client::Callback<void> d) { d(Result<void>()); },  // a stream is durable
-       .on_delivery = [next, on_entry](const client::Delivery& d) {
+       .on_delivery = [place, on_entry, weak](const client::Delivery& d) {
          auto offset = stream_offset(d.properties());
          (void)d.ack();
-         if (!offset || (*next && *offset < **next)) return;  // (a stream may start before the offset asked)
-         *next = *offset + 1;
+         if (!offset) return;
+         const bool first = std::exchange(place->first_of_consume, false);
+         // Consumed again from an offset and the first entry is past it: what lay between is
+         // gone (trimmed while the tail was away). Skipped, and said so.
+         if (first && place->asked && *offset > *place->asked)
+           if (auto self = weak.lock(); self && self->options_.on_gap)
+             self->options_.on_gap(Gap{.asked = *place->asked, .oldest = *offset});
+         if (place->next && *offset < *place->next) return;
+         place->next = *offset + 1;
          on_entry(d, *offset);
        },
-       .arguments = [next, from]() -> client::FieldTable {
-         if (*next) return {{"x-stream-offset", static_cast<std::int64_t>(**next)}};
+       .arguments = [place, from, fallback]() -> client::FieldTable {
+         place->first_of_consume = true;
+         place->asked = place->next ? place->next : fallback;
+         if (place->asked) return {{"x-stream-offset", static_cast<std::int64_t>(*place->asked)}};
          return {{"x-stream-offset", start_of(from)}};
        },
        .stream = true,

@@ -82,7 +82,10 @@ class Log : public std::enable_shared_from_this<Log> {
   // Every entry from `from` on, as it is appended, until the tail is closed or its connection
   // ends for good (`on_end`, once). A closed channel (a deleted stream, say) is consumed again
   // with backoff from the entry after the last one handed on; so is a lost connection when
-  // the layer runs on a Session.
+  // the layer runs on a Session. "next" and "last" are resolved against the tip when the tail
+  // starts, so an outage before the first entry loses nothing appended meanwhile; entries
+  // below a numeric `from` are never handed on. Consumed again, a first entry past the one
+  // asked for (trimmed meanwhile) is reported to on_gap and the tail goes on from it.
   void follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
               std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done);
 
@@ -94,6 +97,11 @@ class Log : public std::enable_shared_from_this<Log> {
   // not there, then from `window` offsets before where that look began, 4 times wider each time.
   void find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, std::optional<std::uint64_t> below,
                   std::uint64_t window, client::Callback<std::uint64_t> done);
+  // The tail's subscription, `from` resolved: `fallback` is where to consume again when no
+  // entry was handed on yet.
+  void subscribe_tail(From from, std::optional<std::uint64_t> fallback,
+                      std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
+                      std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done);
 
   std::shared_ptr<Messaging> layer_;
   LogOptions options_;
