@@ -51,6 +51,7 @@ TEST(Channels, a_channel_error_closes_only_its_channel_and_fails_its_requests) {
     b.expect_event("channel-closed(ch1, not found 404: NOT_FOUND - no queue 'missing' in vhost '/')");
     auto other = b.conn.queue_declare(2, QueueDeclare{"q"}, b.now);
     EXPECT_TRUE(other.ok());
+    b.next_sent();
     auto dead = b.conn.queue_declare(1, QueueDeclare{"q"}, b.now);
     ASSERT_FALSE(dead.ok());
     EXPECT_EQ(dead.error().code, errc::channel_closed);
