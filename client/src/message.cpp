@@ -25,22 +25,30 @@ Result<void> settle_view(const std::shared_ptr<detail::ChannelCore>& core, std::
   return send(*c, core->id);
 }
 
+template <class Send>
+Result<void> settle_once(bool& settled, const std::shared_ptr<detail::ChannelCore>& core, std::uint64_t tag, Send send) {
+  if (settled) return make_error(errc::invalid_argument, "delivery " + std::to_string(tag) + " was already settled");
+  auto r = settle_view(core, tag, send);
+  if (r.ok()) settled = true;
+  return r;
+}
+
 }  // namespace
 
 Result<void> Delivery::ack(AckOptions options) const {
-  return settle_view(*channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
+  return settle_once(settled_, *channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
     return c.ack(id, m_->delivery_tag, options.multiple);
   });
 }
 
 Result<void> Delivery::nack(NackOptions options) const {
-  return settle_view(*channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
+  return settle_once(settled_, *channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
     return c.nack(id, m_->delivery_tag, options.multiple, options.requeue);
   });
 }
 
 Result<void> Delivery::reject(RejectOptions options) const {
-  return settle_view(*channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
+  return settle_once(settled_, *channel_, m_->delivery_tag, [&](Connection& c, engine::ChannelId id) {
     return c.reject(id, m_->delivery_tag, options.requeue);
   });
 }
@@ -48,6 +56,8 @@ Result<void> Delivery::reject(RejectOptions options) const {
 Message Delivery::take() const {
   Message m;
   m.assign(*m_, *channel_, nullptr);
+  if (m.d_) m.d_->settled = settled_;
+  settled_ = true;
   return m;
 }
 

@@ -304,12 +304,14 @@ class HandleTest : public ConnectionTest {
   }
   // A push subscription that keeps every delivery as an owned Message.
   client::Consumer keep_all(const std::string& q, std::vector<client::Message>& kept) {
+    return wait_consume(q, [&kept](const client::Delivery& d) { kept.push_back(d.take()); });
+  }
+  client::Consumer wait_consume(const std::string& q, std::function<void(const client::Delivery&)> on_delivery) {
     world.queues[q];
     client::Consumer consumer;
-    ch.consume({.queue = q}, [&kept](const client::Delivery& d) { kept.push_back(d.take()); },
-               [&](Result<client::Consumer> r) {
-                 if (r) consumer = std::move(*r);
-               });
+    ch.consume({.queue = q}, std::move(on_delivery), [&](Result<client::Consumer> r) {
+      if (r) consumer = std::move(*r);
+    });
     driver.run();
     if (!consumer.active()) throw std::runtime_error("consume failed");
     return consumer;
@@ -626,6 +628,33 @@ TEST_F(HandleTest, a_message_acked_from_another_thread_is_sent_on_the_loop_and_o
   EXPECT_EQ(broker().settles, settles_before);
   EXPECT_TRUE(fresh.is_open());
   EXPECT_EQ(world.queues["q"].size(), 0u);  // nothing of the fresh channel's was settled by the stale tags
+}
+
+// A view is settled once. A layer that acks the deliveries it hands to a callback (direct,
+// the backplane, a log tail) and a callback that acks too used to send two acks for one tag:
+// the broker closes the channel for that (406, unknown delivery tag) and redelivers. The
+// second settle fails here and sends nothing; take() hands the settle to the copy.
+TEST_F(HandleTest, a_delivery_view_is_settled_once_and_take_hands_its_settle_to_the_copy) {
+  std::vector<std::string> outcomes;
+  std::vector<client::Message> taken;
+  auto consumer = wait_consume("q", [&](const client::Delivery& d) {
+    if (d.body_text() == "q-1") {
+      outcomes.push_back(d.ack().ok() ? "ack" : "refused");
+      outcomes.push_back(d.ack().ok() ? "ack" : "refused");  // the layer's ack after the callback's
+      auto copy = d.take();
+      outcomes.push_back(copy.ack().ok() ? "ack" : "refused");  // a copy of a settled view
+    } else {
+      taken.push_back(d.take());
+      outcomes.push_back(d.ack().ok() ? "ack" : "refused");  // the copy settles it now
+    }
+  });
+  fill("q", 2);
+  ASSERT_EQ(outcomes, (std::vector<std::string>{"ack", "refused", "refused", "refused"}));
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_TRUE(taken[0].ack().ok());
+  driver.run();
+  EXPECT_EQ(broker().settles, (std::vector<FakeBroker::Settle>{{"basic.ack", ch.id(), 1, false}, {"basic.ack", ch.id(), 2, false}}));
+  EXPECT_TRUE(ch.is_open());
 }
 
 }  // namespace

@@ -79,11 +79,15 @@ class Delivery {
   // The engine's view of the same message (what the codec-level tools print).
   [[nodiscard]] const engine::Message& raw() const noexcept { return *m_; }
 
+  // Once per view: a second settle of the same view (a layer and its callback both acking,
+  // say) fails with invalid_argument and sends nothing, where the broker would close the
+  // channel (406, unknown delivery tag).
   [[nodiscard]] Result<void> ack(AckOptions options = {}) const;
   [[nodiscard]] Result<void> nack(NackOptions options = {}) const;
   [[nodiscard]] Result<void> reject(RejectOptions options = {}) const;
 
-  // An owned copy, settleable later and from any thread.
+  // An owned copy, settleable later and from any thread. The copy takes over the settle: the
+  // view's own settles fail from then on, and a copy of an already settled view is settled.
   [[nodiscard]] Message take() const;
 
  private:
@@ -95,6 +99,7 @@ class Delivery {
       : m_(&m), channel_(&channel) {}
   const engine::Message* m_;
   const std::shared_ptr<detail::ChannelCore>* channel_;
+  mutable bool settled_ = false;
 };
 
 class Message {
