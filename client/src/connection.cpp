@@ -138,6 +138,8 @@ void Connection::on_stream_error(Error cause) {
     last_dial_error_ = std::move(cause);
     engine_.reset();
     timer_.reset();
+    peek_timer_.reset();
+    peek_armed_ = false;
     ++endpoint_index_;
     dial_next();
     return;
@@ -150,6 +152,7 @@ void Connection::on_stream_error(Error cause) {
 
 void Connection::on_bytes(std::span<const std::byte> bytes) {
   if (!engine_) return;
+  peek_ = false;  // the one read a held input was let through for
   engine_->handle_bytes(bytes, driver_.now());
   pump();  // drains every event: the bytes are not used after this returns
 }
@@ -187,16 +190,19 @@ void Connection::pump() {
     if (stream_) stream_->close();
     stream_.reset();
     timer_.reset();
+    peek_timer_.reset();
+    peek_armed_ = false;
     engine_.reset();
     ++endpoint_index_;
     dial_next();
     return;
   }
   flush();
-  if (const bool want = engine_->wants_input() && input_holds_ == 0; stream_ && want != reading_) {
+  if (const bool want = engine_->wants_input() && (input_holds_ == 0 || peek_); stream_ && want != reading_) {
     reading_ = want;
     stream_->set_reading(reading_);
   }
+  watch_held_input();
   if (timer_) {
     if (auto t = engine_->poll_timeout()) timer_->arm(*t);
     else timer_->cancel();
@@ -205,6 +211,8 @@ void Connection::pump() {
     stream_->close();
     stream_.reset();
     timer_.reset();
+    peek_timer_.reset();
+    peek_armed_ = false;
   }
 }
 
@@ -213,6 +221,7 @@ void Connection::dispatch(const engine::Event& event) {
       [&](const auto& e) {
         using E = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<E, engine::Connected>) {
+          heartbeat_s_ = e.heartbeat_s;
           if (e.server_properties) server_properties_ = *e.server_properties;
           ready_reported_ = true;
           if (on_ready_) on_ready_(Result<void>());
@@ -516,6 +525,8 @@ void Connection::close(Done done) {
     if (stream_) stream_->close();
     stream_.reset();
     timer_.reset();
+    peek_timer_.reset();
+    peek_armed_ = false;
     std::weak_ptr<Connection> self = weak_from_this();
     later([self] {
       if (auto c = self.lock()) c->finish(make_error(errc::connection_closed, "closed by the application before it was connected"));
@@ -547,6 +558,35 @@ void Connection::close_cores(const Error& cause) {
   auto cores = std::move(cores_);
   cores_.clear();
   for (auto& [id, core] : cores) core->close(cause);
+}
+
+// A consumer's full buffer holds the input to bound memory; the broker must not vanish behind
+// it. While input is held, one read is let through every half heartbeat interval (every
+// second without heartbeats): its frames are proof of life (the engine would otherwise take
+// our own pause for a dead peer after two intervals), and a close, blocked/unblocked or a
+// confirm behind the deliveries is reached. What that read brings for the full consumer is
+// buffered past its limit: memory grows by at most one read per interval.
+void Connection::watch_held_input() {
+  if (input_holds_ == 0 || !stream_ || !engine_) {
+    if (peek_timer_) peek_timer_->cancel();
+    peek_armed_ = false;
+    return;
+  }
+  if (peek_armed_ || peek_) return;
+  if (!peek_timer_) {
+    std::weak_ptr<Connection> self = weak_from_this();
+    peek_timer_ = driver_.timer([self] {
+      auto c = self.lock();
+      if (!c) return;
+      c->peek_armed_ = false;
+      if (c->input_holds_ == 0) return;
+      c->peek_ = true;
+      c->pump();
+    });
+  }
+  const engine::Duration every = heartbeat_s_ ? engine::Duration{heartbeat_s_ * 500} : engine::Duration{1000};
+  peek_timer_->arm(driver_.now() + every);
+  peek_armed_ = true;
 }
 
 void Connection::hold_input(int delta) {

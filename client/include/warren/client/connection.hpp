@@ -196,6 +196,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::unordered_map<engine::ChannelId, std::shared_ptr<detail::ChannelCore>> cores_;
   std::shared_ptr<detail::LoopThread> loop_thread_;
   int input_holds_ = 0;
+  void watch_held_input();  // while input is held, a read now and then (see connection.cpp)
+  std::unique_ptr<Timer> peek_timer_;
+  bool peek_armed_ = false;
+  bool peek_ = false;  // one read is let through the hold
+  std::uint16_t heartbeat_s_ = 0;  // negotiated
   std::unordered_map<engine::ChannelId, std::function<void(const Error*, engine::ChannelId)>> opening_;
   std::map<std::pair<engine::ChannelId, engine::PublishId>, Settled> publishes_;
   struct Subscription {
