@@ -122,8 +122,8 @@ Pipeline::Pipeline(PipelineOptions options, std::vector<Stage> stages)
 
 Pipeline::~Pipeline() { state_->alive = false; }
 
-void Pipeline::submit(Record record, Done done) {
-  state_->waiting.push_back({std::move(record), std::move(done)});
+void Pipeline::submit(Record record, Done done, std::uint64_t tag) {
+  state_->waiting.push_back({std::move(record), std::move(done), tag});
   pump(state_, stages_);
 }
 

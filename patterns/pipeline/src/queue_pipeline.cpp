@@ -130,9 +130,12 @@ void QueuePipeline::deliver(const client::Delivery& d) {
   // delivery has one owner that settles it once.
   pending_.emplace(id, Pending{std::move(message), attempt_of(record->metadata), conn_->driver().now()});
   std::weak_ptr<QueuePipeline> weak = weak_from_this();
-  core_->submit(std::move(*record), [weak, id](Record& r, const Finished& f) {
-    if (auto s = weak.lock()) s->settle(id, r, f);
-  });
+  core_->submit(
+      std::move(*record),
+      [weak, id](Record& r, const Finished& f) {
+        if (auto s = weak.lock()) s->settle(id, r, f);
+      },
+      id);
 }
 
 void QueuePipeline::settle_pending(std::uint64_t id, bool ack, FailureSettle how) {
@@ -323,16 +326,10 @@ void QueuePipeline::begin_drain(engine::Duration deadline) {
     pending_.at(id).requeue_timer->cancel();
     settle_pending(id, false, FailureSettle::requeue);
   }
-  // What never started goes back at once.
-  auto waiting = core_->take_waiting();
-  std::vector<std::uint64_t> ids;
-  for (auto& [id, p] : pending_) ids.push_back(id);
-  // Pending entries whose records are waiting: those not in flight in the core. The core
-  // holds the ones it started; the rest are exactly the newest `waiting.size()` entries.
-  for (std::size_t i = 0; i < waiting.size() && !ids.empty(); ++i) {
-    settle_pending(ids.back(), false, FailureSettle::requeue);
-    ids.pop_back();
-  }
+  // What never started goes back at once: the core names each by the id it was submitted
+  // with (a delivery settled outside the core, such as one whose headers could not be decoded
+  // and is being dead-lettered, is not among them).
+  for (auto& w : core_->take_waiting()) settle_pending(w.tag, false, FailureSettle::requeue);
   if (deadline <= engine::Duration::zero()) {
     // No wait (a failure stop): what is in flight is dropped now, not on a timer (on libuv a
     // timer of a loop with nothing else alive, after a lost connection, would never run).

@@ -156,12 +156,15 @@ class Pipeline {
 
   // Starts the record at once if fewer than `concurrency` are in flight, else queues it;
   // `done` runs once with its outcome (possibly inside this call, for synchronous stages).
-  void submit(Record record, Done done);
+  // `tag` is the caller's name for it (a source's delivery), handed back by take_waiting.
+  void submit(Record record, Done done, std::uint64_t tag = 0);
 
-  // Records queued and not started, taken out (a drain hands them back to their source).
+  // Records queued and not started, taken out (a drain hands them back to their source),
+  // each with the tag it was submitted with: the caller never infers which ones they were.
   struct Waiting {
     Record record;
     Done done;
+    std::uint64_t tag = 0;
   };
   [[nodiscard]] std::vector<Waiting> take_waiting();
 
