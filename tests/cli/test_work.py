@@ -366,6 +366,17 @@ class Work(unittest.TestCase):
         self.assertEqual(self.lines(out.decode()), [("done", "attempt=1")])
         self.assertIn("the broker redelivers it", err.decode())
 
+    def test_a_retry_level_that_cannot_be_declared_is_said_and_the_worker_goes_on(self):
+        q = "levels"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        # A queue of the 100 ms level's name, declared otherwise (no TTL): the worker's declare is a 406.
+        self.channel.queue_declare(f"{self.prefix}.{q}.retry.100", durable=True)
+        r = warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", "true", "--backoff-base-ms", "100",
+                   "--backoff-max-ms", "100", "--count", "1", "--timeout", "20")
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        self.assertEqual(self.lines(r.stdout.decode()), [("done", "attempt=1")])
+        self.assertIn(f"warren: retry levels of {self.prefix}.{q}: precondition failed (406)", r.stderr.decode())
+
     def test_timeout_and_usage_errors(self):
         r = warren("work", "run", "--queue", "idle", "--prefix", self.prefix, "--exec", "true", "--count", "1",
                    "--timeout", "1")
@@ -380,6 +391,12 @@ class Work(unittest.TestCase):
         self.assertTrue(r.stderr.decode().startswith("warren: invalid argument: --prefix "), r.stderr)
         r = warren("work", "run", "--queue", "x")
         self.assertEqual(r.returncode, 2)  # --exec is required
+        # A delay level is a queue's x-message-ttl: at most 2^32 - 1 ms. A larger one overflowed
+        # the doubling of the levels and ended in bad_alloc.
+        r = warren("work", "run", "--queue", "x", "--exec", "true", "--backoff-max-ms", "9223372036854775807")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.decode(), "warren: invalid argument: --backoff-max-ms must be at most 4294967295 "
+                                            "(a delay level is a queue's x-message-ttl)\n")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,15 @@ TEST(Backoff, the_ceiling_doubles_per_failed_attempt_up_to_max) {
   EXPECT_EQ(backoff_ceiling(b, 100), 60s);
 }
 
+TEST(Backoff, the_longest_allowed_max_gives_levels_without_overflow) {
+  // base 1 ms doubles 32 times below 2^32 ms; the last level is max_delay itself.
+  const auto levels = delay_levels({.base = std::chrono::milliseconds(1), .max = max_delay});
+  ASSERT_EQ(levels.size(), 33u);
+  EXPECT_EQ(levels[31], std::chrono::milliseconds(std::int64_t{1} << 31));
+  EXPECT_EQ(levels.back(), max_delay);
+  EXPECT_EQ(backoff_ceiling({.base = std::chrono::milliseconds(1), .max = max_delay}, 1000), max_delay);
+}
+
 TEST(Backoff, full_jitter_is_rounded_up_to_a_level_within_the_ceiling) {
   Backoff b;
   EXPECT_EQ(retry_delay(b, 5, 0.0), 1s);     // never below base

@@ -46,7 +46,13 @@ class WorkJob : public Job {
     return {};
   }
   Result<void> make_queue() {
-    auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix});
+    // A retry level that could not be declared does not stop the worker (its retries fail
+    // unconfirmed and the message stays in the work queue) but is said on stderr, never among
+    // the result lines.
+    auto on_event = [](const messaging::Event& e) {
+      if (e.what == "retry-levels") std::cerr << "warren: retry levels of " << e.subject << ": " << describe(e.cause) << '\n';
+    };
+    auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix, .on_event = on_event});
     if (!layer) return layer.error();
     layer_ = *layer;
     auto q = messaging::WorkQueue::create(
@@ -117,6 +123,10 @@ class RunJob final : public WorkJob {
     if (args_->prefetch == 0) return make_error(errc::invalid_argument, "--prefetch must be at least 1");
     if (args_->backoff_base_ms == 0 || args_->backoff_max_ms < args_->backoff_base_ms)
       return make_error(errc::invalid_argument, "--backoff-base-ms must be positive and --backoff-max-ms at least it");
+    if (static_cast<std::uint64_t>(args_->backoff_max_ms) > static_cast<std::uint64_t>(messaging::max_delay.count()))
+      return make_error(errc::invalid_argument, "--backoff-max-ms must be at most " +
+                                                    std::to_string(messaging::max_delay.count()) +
+                                                    " (a delay level is a queue's x-message-ttl)");
     return {};
   }
 

@@ -177,6 +177,9 @@ Result<std::shared_ptr<WorkQueue>> WorkQueue::create(std::shared_ptr<Messaging> 
   if (options.attempts == 0) return make_error(errc::invalid_argument, "attempts must be at least 1");
   if (options.backoff.base.count() <= 0 || options.backoff.max < options.backoff.base)
     return make_error(errc::invalid_argument, "backoff: base must be positive and max at least base");
+  if (options.backoff.max > max_delay)
+    return make_error(errc::invalid_argument, "backoff: max must be at most " + std::to_string(max_delay.count()) +
+                                                  " ms (a delay level is a queue's x-message-ttl)");
   return std::shared_ptr<WorkQueue>(new WorkQueue(std::move(layer), std::move(options)));
 }
 

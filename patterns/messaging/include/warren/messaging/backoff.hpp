@@ -15,6 +15,10 @@ struct Backoff {
   std::chrono::milliseconds max{60000};  // the ceiling never grows past this
 };
 
+// The longest delay level: a level is a queue's x-message-ttl, which RabbitMQ takes up to
+// 2^32 - 1 ms (about 49.7 days).
+inline constexpr std::chrono::milliseconds max_delay{4294967295};
+
 // The delay levels for `backoff`: base, 2·base, 4·base, ... and max as the last (ascending,
 // no duplicates). base 1 s, max 60 s: 1, 2, 4, 8, 16, 32, 60 s.
 [[nodiscard]] std::vector<std::chrono::milliseconds> delay_levels(const Backoff& backoff);
