@@ -190,6 +190,24 @@ class Pipe(unittest.TestCase):
         self.assertEqual((body, props.user_id), (b"bad", None))
         self.assertEqual(props.headers["x-pipeline-original-user-id"], user)
 
+    def test_a_status_file_that_cannot_be_written_is_said_once_and_the_run_goes_on(self):
+        # Its write errors used to be ignored. The file is made under an unguessable name (no
+        # planted link is followed), synced, then renamed over the old one.
+        src, out = self.queue(), self.queue()
+        self.put(src, b"x")
+        r = pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "cat", "--on-error", "requeue",
+                 "--count", "1", "--status", "/nonexistent-warren-dir/status.json", "--timeout", "30")
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        lines = r.stderr.decode().splitlines()
+        self.assertEqual(lines, ["warren: --status /nonexistent-warren-dir/status.json: create: No such file or directory"])
+        status = os.path.join(tempfile.mkdtemp(), "status.json")
+        self.put(src, b"y")
+        self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "cat", "--on-error", "requeue",
+                     "--count", "1", "--status", status, "--timeout", "30"))
+        with open(status) as f:
+            self.assertEqual(json.load(f)["state"], "stopped")
+        self.assertEqual(os.listdir(os.path.dirname(status)), ["status.json"], "no temporary file left behind")
+
     def test_native_dlx_rejects_failures_to_the_queues_own_dead_letter_exchange(self):
         dlq = self.queue()
         src = self.queue({"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})

@@ -3,11 +3,15 @@
 // (confirmed, mandatory) with the source's headers and properties. A failure (non-zero exit,
 // failed publish) is handled by --on-error. Built on patterns/pipeline's QueuePipeline.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <fstream>
 
 #include "commands.hpp"
@@ -276,15 +280,42 @@ class PipeJob final : public Job {
            {"error", failure.empty() ? Json(nullptr) : Json(failure)},
            {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch()).count()}};
-    // Replaced atomically: a reader sees the old file or the new one, never half of one.
-    const std::string tmp = args_->status_file + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      f << j.dump() << '\n';
-      if (!f) return;
+    // Replaced atomically: a reader sees the old file or the new one, never half of one. The
+    // new one is made beside it under a name nobody can guess or plant a link at (mkstemp
+    // opens O_EXCL), written, synced, then renamed over; a failure is said once, not ignored.
+    const std::string text = j.dump() + '\n';
+    std::string tmp = args_->status_file + ".XXXXXX";
+    const char* failed_step = nullptr;
+    int error = 0;
+    auto failed = [&](const char* step) {
+      if (failed_step) return;
+      failed_step = step;
+      error = errno;
+    };
+    const int fd = ::mkstemp(tmp.data());
+    if (fd < 0) {
+      failed("create");
+    } else {
+      (void)::fchmod(fd, 0644);
+      for (std::size_t written = 0; written < text.size() && !failed_step;) {
+        const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+        if (n < 0 && errno != EINTR) failed("write");
+        else if (n > 0) written += static_cast<std::size_t>(n);
+      }
+      if (!failed_step && ::fsync(fd) != 0) failed("sync");
+      if (::close(fd) != 0) failed("write");
+      if (!failed_step && std::rename(tmp.c_str(), args_->status_file.c_str()) != 0) failed("rename");
+      if (failed_step) ::unlink(tmp.c_str());
     }
-    std::rename(tmp.c_str(), args_->status_file.c_str());
+    if (!failed_step) {
+      status_error_.clear();
+      return;
+    }
+    std::string why = std::string(failed_step) + ": " + std::strerror(error);  // the same failure is said once
+    if (why != status_error_) std::cerr << "warren: --status " << args_->status_file << ": " << why << '\n';
+    status_error_ = std::move(why);
   }
+  std::string status_error_;  // the last failure to write the status file, said once
 
   std::shared_ptr<PipeArgs> args_;
   pipeline::WorkerPool workers_;
