@@ -10,6 +10,7 @@
 
 #include "client_fixture.hpp"
 #include "warren/messaging/direct.hpp"
+#include "warren/messaging/subscription.hpp"
 #include "warren/messaging/work_queue.hpp"
 #include "warren/wire/properties.hpp"
 
@@ -403,6 +404,39 @@ TEST_P(MessagingBroker, a_406_on_one_channel_leaves_the_layer_working) {
   EXPECT_TRUE(m->healthy());
   (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".clash"}, d); });
   drop_work_queue(*fine);
+}
+
+// A subscription dropped while its channel is on its way: the channel, once open, is nobody's
+// and is closed (it used to stay open for the life of the connection, one per drop).
+TEST_P(MessagingBroker, a_subscription_dropped_while_its_channel_opens_leaves_no_channel_behind) {
+  const std::string name = prefix + "-drops";
+  client::ClientOptions options;
+  options.engine.connection_name = name;
+  auto c = connect("", options);
+  auto m = layer(c);
+  for (int i = 0; i < 3; ++i) {
+    auto s = Subscription::start(m,
+                                 {.queue = prefix + ".dropped",
+                                  .setup = [](const client::Channel&, client::Callback<void> done) { done(Result<void>()); },
+                                  .on_delivery = [](const client::Delivery&) {}},
+                                 [](Result<void>) {});
+    s.reset();  // its channel.open is on the wire
+  }
+  // A channel of the test's own opened after them: theirs are open (or closing) by its reply.
+  auto mine = wait<client::Channel>([&](auto d) { c->open_channel(d); });
+  ASSERT_TRUE(mine.ok()) << mine.error().to_string();
+  std::string listing;
+  const bool only_mine = loop.run_until(
+      [&] {
+        listing = rabbitmqctl("list_connections client_properties channels");
+        std::istringstream lines(listing);
+        for (std::string line; std::getline(lines, line);)
+          if (line.find(name) != std::string::npos) return line.substr(line.rfind('\t') + 1) == "1";
+        return false;
+      },
+      15s);
+  EXPECT_TRUE(only_mine) << listing;
+  close(*c);
 }
 
 TEST_P(MessagingBroker, an_inbox_receives_what_is_sent_to_its_address) {

@@ -24,7 +24,11 @@ void Subscription::subscribe() {
   std::weak_ptr<Subscription> weak = weak_from_this();
   auto on_channel = [weak](Result<client::Channel> ch) {
     auto self = weak.lock();
-    if (!self || self->over_) return;
+    if (!self || self->over_) {
+      // Cancelled or dropped while the channel was on its way: it is nobody's, so it closes.
+      if (ch && !(self && self->channel_.is_open() && self->channel_.id() == ch->id())) ch->close(nullptr);
+      return;
+    }
     if (!ch) return self->subscribed(ch.error());
     self->channel_ = *ch;
     self->spec_.setup(*ch, [weak, ch = *ch](Result<void> r) {
