@@ -106,6 +106,9 @@ void Messaging::control_channel(client::Callback<client::Channel> done) {
     auto self = weak.lock();
     if (!self) return;
     if (!ch) return self->settle_control(ch);
+    // Only the channels still open are kept for close(): a control channel that channel
+    // errors keep replacing must not grow this list for the life of the layer.
+    std::erase_if(self->opened_, [](const client::Channel& c) { return !c.is_open(); });
     self->opened_.push_back(*ch);
     self->prepare_control(*ch);
   });
