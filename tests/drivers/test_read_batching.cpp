@@ -121,6 +121,47 @@ TEST_P(ReadBatching, the_end_of_the_stream_is_seen_below_the_mark) {
   EXPECT_NE(events.error->to_string().find("closed the connection"), std::string::npos) << events.error->to_string();
 }
 
+// F9, not a bug: a backlog of two read buffers (64 KiB each) that sits whole in the receive
+// queue while streaming is read at once, not one buffer per max_wait, on both drivers (Asio's
+// reactor is edge-triggered, but a wait started on a socket that is already readable completes
+// at once). The finding was made by reading the code; this is the case it described.
+TEST_P(ReadBatching, a_backlog_of_two_read_buffers_is_read_at_once_not_one_buffer_per_max_wait) {
+  connect(batching);
+  send(100);
+  ASSERT_TRUE(read_within(100, 1000ms));
+  const std::string chunk(120 * 1024, 'x');
+  const ssize_t n = ::send(peer, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ASSERT_GT(n, 64 * 1024) << "the backlog must be more than one read buffer";
+  EXPECT_TRUE(read_within(100 + n, 1000ms)) << events.bytes - 100 << " of " << n << " bytes read in " << events.reads;
+}
+
+// F9: a mark above the read buffer could never be met by one read's worth of bytes; it is
+// bounded by the buffer, so a full buffer's worth is read at once.
+TEST_P(ReadBatching, a_min_bytes_above_the_read_buffer_is_bounded_by_it) {
+  connect(client::ReadBatching{.min_bytes = 16 * 1024 * 1024, .max_wait = 1500ms});
+  send(100);
+  ASSERT_TRUE(read_within(100, 1000ms));
+  send(70 * 1024);  // past one read buffer (64 KiB), far below the asked mark
+  EXPECT_TRUE(read_within(100 + 64 * 1024, 1000ms)) << events.bytes << " bytes read";
+}
+
+// F9: a reset while bytes sit below the mark: they are read first (a broker's close with its
+// reason, confirms), then the error is the reset, not what the poll reports (libuv says
+// "bad file descriptor" for any POLLERR).
+TEST_P(ReadBatching, a_reset_below_the_mark_reads_what_came_before_it_and_names_the_reset) {
+  connect(batching);
+  send(100);
+  ASSERT_TRUE(read_within(100, 1000ms));
+  send(200);  // streaming: below the mark, held
+  const linger abort{.l_onoff = 1, .l_linger = 0};
+  ASSERT_EQ(::setsockopt(peer, SOL_SOCKET, SO_LINGER, &abort, sizeof abort), 0);
+  ::close(peer);  // RST
+  peer = -1;
+  ASSERT_TRUE(loop.run_until([&] { return events.error.has_value(); }, 1000ms)) << "the reset held behind the mark";
+  EXPECT_EQ(events.bytes, 300u) << "what arrived before the reset was not read";
+  EXPECT_NE(events.error->to_string().find("reset"), std::string::npos) << events.error->to_string();
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, ReadBatching, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
 
 }  // namespace

@@ -201,7 +201,9 @@ struct State : std::enable_shared_from_this<State> {
           socket.non_blocking(true, ignored);
           non_blocking = true;
         }
-        set_mark(batching.min_bytes);
+        // Never above one read buffer: a mark one read could not take would leave the bytes
+        // below it to the timer, one buffer per max_wait.
+        set_mark(std::min(batching.min_bytes, read_buffer.size()));
       }
       wait_batch_timer();
     } else if (streaming) {

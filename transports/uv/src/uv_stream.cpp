@@ -263,7 +263,7 @@ class UvStream final : public client::Stream {
     auto* self = static_cast<UvStream*>(h->data);
     if (!self) return;
     if (self->dialling_) return self->on_tcp_connect_result();
-    if (status < 0) return self->fail(sys_error("poll " + self->where(), -status));
+    if (status < 0) return self->drain_then_fail(status);
     if (events & UV_WRITABLE) {
       self->send_out();
       if (!h->data) return;  // failed, and closed
@@ -300,7 +300,7 @@ class UvStream final : public client::Stream {
     if (found_bytes) {
       if (!streaming_) {
         streaming_ = true;
-        set_mark(static_cast<int>(std::min<std::size_t>(batching_.min_bytes, INT_MAX)));
+        set_mark(static_cast<int>(mark_bytes()));
       }
       arm_batch_timer();
     } else if (streaming_) {
@@ -308,6 +308,10 @@ class UvStream final : public client::Stream {
       set_mark(1);
     }
   }
+
+  // The mark never exceeds one read buffer: a mark that one read could not take would leave
+  // the bytes below it to the timer, one buffer per max_wait.
+  std::size_t mark_bytes() const { return std::min({batching_.min_bytes, read_buffer_.size(), std::size_t{INT_MAX}}); }
 
   void read_once() {
     ssize_t n = ::recv(socket_->fd, read_buffer_.data(), read_buffer_.size(), 0);
@@ -317,7 +321,12 @@ class UvStream final : public client::Stream {
       return fail(sys_error("read " + where(), errno));
     }
     batch_after_read(true);
-    auto bytes = std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n));
+    deliver(std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n)));
+  }
+
+  // Hands read bytes on (through TLS when there is one). The stream may be closed, and this
+  // object gone, when it returns: callers check their witness (the socket's poll handle).
+  void deliver(std::span<const std::byte> bytes) {
     if (!tls_) return events_->on_bytes(bytes);
     auto r = tls_->read(bytes);
     if (!r.ok()) return fail(std::move(r).error());
@@ -329,6 +338,29 @@ class UvStream final : public client::Stream {
       if (!witness->data) return;
     }
     if (!r->plaintext.empty()) events_->on_bytes(r->plaintext);
+  }
+
+  // The poll reported an error (libuv says UV_EBADF for any POLLERR, a reset among them). What
+  // the kernel still holds is read first: a broker's close with its reason, or confirms, may
+  // sit there below the mark. Then the cause is the socket's own error, named as it is.
+  void drain_then_fail(int poll_status) {
+    auto* witness = &socket_->poll;
+    for (;;) {
+      const ssize_t n = ::recv(socket_->fd, read_buffer_.data(), read_buffer_.size(), 0);
+      if (n == 0) return fail(make_error(errc::connection_lost, "the broker closed the connection"));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return fail(sys_error("read " + where(), errno));
+        break;
+      }
+      deliver(std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n)));
+      if (!witness->data || !events_) return;
+    }
+    int error = 0;
+    socklen_t length = sizeof error;
+    if (::getsockopt(socket_->fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error != 0)
+      return fail(sys_error("read " + where(), error));
+    fail(sys_error("poll " + where(), -poll_status));
   }
 
   // ---- writing: one gathered write at a time, resumed when the socket has room

@@ -34,7 +34,8 @@ struct TlsSettings {
 // is first. The first bytes after a quiet period (a read that found nothing) are read at once,
 // so a sparse request/reply sees no delay. Fewer, larger reads cost less CPU per message and
 // add at most `max_wait` of latency. min_bytes 0 is off: every readable byte is read at once.
-// libuv's timers count whole milliseconds: there, max_wait is rounded up to one.
+// libuv's timers count whole milliseconds: there, max_wait is rounded up to one. A min_bytes
+// above the drivers' read buffer (64 KiB) counts as 64 KiB: one read could not take more.
 struct ReadBatching {
   std::size_t min_bytes = 0;
   std::chrono::microseconds max_wait{1000};
