@@ -456,6 +456,31 @@ TEST_P(MessagingBroker, an_inbox_receives_what_is_sent_to_its_address) {
   EXPECT_TRUE(m->healthy());
 }
 
+// The layer acks after the callback; a callback that acks the same view itself must not make
+// that a double ack (the broker's 406 for an unknown tag closed the channel, the subscription
+// resubscribed, and what was in flight came again). The view settles once.
+TEST_P(MessagingBroker, an_inbox_callback_that_acks_itself_is_not_acked_twice) {
+  auto m = layer();
+  std::vector<std::string> got;
+  auto inbox = wait<std::shared_ptr<Inbox>>([&](auto d) {
+    open_inbox(m, {}, [&](const client::Delivery& dl) {
+      got.push_back(std::string(dl.body_text()) + (dl.redelivered() ? "/again" : ""));
+      EXPECT_TRUE(dl.ack().ok());
+    }, d);
+  });
+  ASSERT_TRUE(inbox.ok()) << inbox.error().to_string();
+  std::vector<std::string> sent;
+  for (const char* body : {"m1", "m2", "m3"}) {
+    sent.emplace_back(body);
+    auto r = wait<void>([&](auto d) { send(m, {.address = (*inbox)->address(), .body = body}, d); });
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    ASSERT_TRUE(loop.run_until([&] { return got.size() >= sent.size(); }));
+  }
+  EXPECT_EQ(got, sent);
+  EXPECT_TRUE((*inbox)->healthy());
+  for (const auto& e : events) ADD_FAILURE() << e.what << " " << e.subject << ": " << e.cause.to_string();
+}
+
 TEST_P(MessagingBroker, a_service_groups_members_compete_for_its_messages) {
   auto m = layer();
   auto other = connect();
