@@ -674,6 +674,9 @@ TEST_P(PipelineSuite, WorkersOfOnePipelineSeeEachOthersStatusAndForgetTheSilent)
     return w.size() == 2 && w[1].status.state == pipeline::State::stopped;
   }));
   ASSERT_TRUE(loop.run_until([&] { return board_a->workers().size() == 1; }, std::chrono::seconds(3)));
+  // Forgotten, it is dropped too, not kept for the life of the board.
+  ASSERT_TRUE(loop.run_until([&] { return board_a->remembered() == 1; }, std::chrono::seconds(3)))
+      << board_a->remembered() << " workers held";
   close(*other_conn);
 }
 

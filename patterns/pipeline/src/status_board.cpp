@@ -91,7 +91,9 @@ std::shared_ptr<StatusBoard> StatusBoard::start(std::shared_ptr<client::Connecti
 void StatusBoard::publish() {
   if (!channel_.is_open()) return;
   const Status s = own_();
-  seen_[options_.worker] = {s, conn_->driver().now()};
+  const auto now = conn_->driver().now();
+  std::erase_if(seen_, [&](const auto& entry) { return now - entry.second.at > options_.interval * 3; });
+  seen_[options_.worker] = {s, now};
   const wire::FieldTable headers = encode(options_.worker, s);
   const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(options_.interval * 3).count();
   const std::string expiration = std::to_string(ttl_ms);

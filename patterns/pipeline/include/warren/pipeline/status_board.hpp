@@ -41,6 +41,9 @@ class StatusBoard : public std::enable_shared_from_this<StatusBoard> {
 
   // Every worker heard from within three intervals, this one included, by name.
   [[nodiscard]] std::vector<WorkerStatus> workers() const;
+  // How many workers it holds a report of: the forgotten ones are dropped at each interval,
+  // so a long-lived worker among short-lived ones does not grow with every name it heard.
+  [[nodiscard]] std::size_t remembered() const noexcept { return seen_.size(); }
   // Publishes a last report now (a stopped worker says so) and stops publishing.
   void stop();
 
