@@ -41,6 +41,7 @@ struct BrokerWorld {
     std::string body, correlation_id, reply_to;
     bool redelivered = false;
     int deliveries = 0;
+    std::vector<std::byte> headers;  // a field table's bytes as sent (may be one the client cannot decode)
   };
   // A message handed out this often is put aside (in `bounced`): a client that rejects
   // everything it is given would otherwise keep the simulated loop busy forever.
@@ -413,6 +414,7 @@ class FakeBroker {
     wire::BasicProperties p;
     if (!m.correlation_id.empty()) p.correlation_id = m.correlation_id;
     if (!m.reply_to.empty()) p.reply_to = m.reply_to;
+    if (!m.headers.empty()) p.headers = wire::TableRef::validated(m.headers);
     (void)wire::write_content(out_, c.channel, wire::BasicDeliver{tag, dtag, m.redelivered, "", c.queue}, p,
                               std::as_bytes(std::span{m.body.data(), m.body.size()}), frame_max_);
     if (!c.no_ack) ch.unacked.emplace(dtag, Unacked{c.queue, std::move(m), c.stream, tag});

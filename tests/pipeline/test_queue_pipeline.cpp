@@ -389,45 +389,6 @@ TEST_P(PipelineSuite, DrainRequeuesWhatNeverStartedAndFinishesWhatIsInFlight) {
   EXPECT_EQ(counts_become(out, {1, 0}), (Counts{1, 0}));
 }
 
-// F10: a drain hands back the records the core never started, named by the core, not
-// inferred. A delivery whose headers cannot be decoded is settled outside the core (dead-
-// lettered) and is the newest pending one while its envelope's confirm is on its way: it used
-// to be taken for a waiting record (requeued, then dead-lettered a second time) while a record
-// that really waited was never handed back (the drain stalled until its deadline).
-TEST_P(PipelineSuite, ADrainHandsBackWhatTheCoreHeldNotWhatItGuessed) {
-  const auto src = queue("src"), out = queue("out"), dlq = queue("dlq");
-  confirm_mode();
-  for (const char* body : {"a", "b", "c"}) put(src, body);
-  std::vector<std::byte> deep;  // headers nested 100 deep: RabbitMQ takes them, the decoder stops at 64
-  for (int i = 0; i < 100; ++i) {
-    std::vector<std::byte> outer{std::byte{1}, std::byte{'n'}, std::byte{'F'}};
-    const auto n = static_cast<std::uint32_t>(deep.size());
-    for (int sh = 24; sh >= 0; sh -= 8) outer.push_back(std::byte(n >> sh));
-    outer.insert(outer.end(), deep.begin(), deep.end());
-    deep = std::move(outer);
-  }
-  put(src, "poison", {.headers = wire::TableRef::validated(deep)});
-  std::vector<pipeline::StageDone> held;
-  auto p = start({.core = {.concurrency = 1},
-                  .source = {.queue = src, .prefetch = 5},
-                  .destination = pipeline::DestinationOptions{.routing_key = out},
-                  .dead_letter = pipeline::DeadLetterOptions{.exchange = "", .routing_key = dlq}},
-                 {Stage::async([&](Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })});
-  // "a" in flight, "b" and "c" waiting in the core, "poison" being dead-lettered.
-  ASSERT_TRUE(loop.run_until([&] { return p->status().in_flight == 4; }));
-  bool drained = false;
-  p->drain(std::chrono::seconds(60), [&](Result<void>) { drained = true; });
-  ASSERT_EQ(held.size(), 1u);
-  held[0]({});
-  // Well before the drain's own deadline: a drain that lost a waiting record would wait for it.
-  ASSERT_TRUE(loop.run_until([&] { return drained; }, std::chrono::seconds(20))) << "the drain waited for a record it lost";
-  EXPECT_EQ(p->status().completed, 1u);
-  EXPECT_EQ(p->status().dead_lettered, 1u);
-  EXPECT_EQ(counts_become(src, {2, 0}), (Counts{2, 0})) << "b and c went back";
-  EXPECT_EQ(counts_become(dlq, {1, 0}), (Counts{1, 0})) << "the poison was dead-lettered once";
-  EXPECT_EQ(counts_become(out, {1, 0}), (Counts{1, 0}));
-}
-
 // The broker closes the source channel alone (406, its consumer timeout) under a held record,
 // and the connection stays up: a new channel on it takes the redelivered message (its number
 // and delivery tag may well be the dead channel's), and the held record's end settles nothing

@@ -4,6 +4,7 @@
 // as completed), and nothing may be settled or published for it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -74,6 +75,80 @@ TEST(PipelineOnTheModelBroker, ARecordEndingAfterItsChannelDiedCountsAsDroppedOn
   EXPECT_TRUE(drained);
   EXPECT_EQ(p->status().state, pipeline::State::stopped);
   EXPECT_EQ(world.queues["src"].size(), 1u);  // the broker has it again
+}
+
+// F10: a drain hands back the records the core never started, named by the core, not
+// inferred. A delivery whose headers cannot be decoded is settled outside the core (dead-
+// lettered) and is the newest pending one while its envelope's confirm is on its way (held
+// here): it used to be taken for a waiting record (requeued while its envelope was published,
+// so dead-lettered and delivered again) while a record that really waited was never handed
+// back (the drain waited for it until its deadline).
+TEST(PipelineOnTheModelBroker, ADrainHandsBackWhatTheCoreHeldNotWhatItGuessed) {
+  FakeDriver driver;
+  BrokerWorld world;
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
+  auto url = client::parse_url("amqp://guest:guest@fake:5001");
+  ASSERT_TRUE(url.ok());
+  std::optional<Result<void>> connected;
+  auto conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { connected.emplace(r); });
+  driver.run();
+  ASSERT_TRUE(connected && connected->ok());
+  for (const char* q : {"src", "out", "dlq"}) world.queues[q];
+
+  std::vector<pipeline::StageDone> held;
+  std::optional<Result<void>> ready;
+  auto p = pipeline::QueuePipeline::start(
+      conn,
+      {.core = {.concurrency = 1},
+       .source = {.queue = "src", .prefetch = 5},
+       .destination = pipeline::DestinationOptions{.routing_key = "out"},
+       .dead_letter = pipeline::DeadLetterOptions{.exchange = "", .routing_key = "dlq"}},
+      {pipeline::Stage::async([&](pipeline::Record&, pipeline::StageDone done) { held.push_back(std::move(done)); })},
+      [&](Result<void> r) { ready.emplace(r); });
+  driver.run();
+  ASSERT_TRUE(ready && ready->ok());
+  FakeBroker& broker = driver.last_broker();
+  broker.hold_confirms(true);
+
+  std::vector<std::byte> deep;  // headers nested 100 deep: the decoder stops at 64
+  for (int i = 0; i < 100; ++i) {
+    std::vector<std::byte> outer{std::byte{1}, std::byte{'n'}, std::byte{'F'}};
+    const auto n = static_cast<std::uint32_t>(deep.size());
+    for (int sh = 24; sh >= 0; sh -= 8) outer.push_back(std::byte(n >> sh));
+    outer.insert(outer.end(), deep.begin(), deep.end());
+    deep = std::move(outer);
+  }
+  for (const char* body : {"a", "b", "c"}) world.queues["src"].push_back(BrokerWorld::Message{body, {}, {}, false});
+  BrokerWorld::Message poison{"poison", {}, {}, false};
+  poison.headers = deep;
+  world.queues["src"].push_back(std::move(poison));
+  world.dispatch();
+  driver.run();
+  // "a" in the stage, "b" and "c" waiting in the core, "poison" waiting for its envelope's confirm.
+  ASSERT_EQ(held.size(), 1u);
+  ASSERT_EQ(p->status().in_flight, 4u);
+  bool drained = false;
+  p->drain(60s, [&](Result<void>) { drained = true; });
+  driver.run();
+  std::vector<std::string> back;
+  for (const auto& m : world.queues["src"]) back.push_back(m.body);
+  std::sort(back.begin(), back.end());  // each goes back to the head: order is the model's
+  EXPECT_EQ(back, (std::vector<std::string>{"b", "c"})) << "the drain handed back what the core never started";
+  held[0]({});
+  driver.run();
+  broker.hold_confirms(false);  // the output and the envelope are confirmed
+  driver.run();
+  EXPECT_TRUE(drained) << "the drain waited for a record it lost";
+  const auto s = p->status();
+  EXPECT_EQ(s.completed, 1u);
+  EXPECT_EQ(s.dead_lettered, 1u);
+  EXPECT_EQ(world.queues["dlq"].size(), 1u) << "the poison was dead-lettered once";
+  EXPECT_EQ(world.queues["out"].size(), 1u);
+  back.clear();
+  for (const auto& m : world.queues["src"]) back.push_back(m.body);
+  std::sort(back.begin(), back.end());
+  EXPECT_EQ(back, (std::vector<std::string>{"b", "c"}));
 }
 
 }  // namespace
