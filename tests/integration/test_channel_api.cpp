@@ -362,13 +362,15 @@ TEST_P(ChannelApi, an_auto_ack_stream_without_a_bound_stops_reading_instead_of_g
 // heartbeat, an application that does not receive for 4 s keeps a healthy connection (the
 // client used to take its own pause for a dead peer after 2 s and close it).
 TEST_P(ChannelApi, a_stream_consumer_that_is_not_read_for_a_while_does_not_kill_its_connection) {
+  auto filler = open();
+  auto q = temp_queue(filler, {.durable = false});
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(filler.publish({.routing_key = q}, as_bytes("z")).ok());
+  ASSERT_TRUE(counts_become(q, "2000 0"));
+  // Connected only now: rabbitmqctl above blocks this thread's loop for longer than a 1 s
+  // heartbeat survives.
   auto c = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f?heartbeat=1");
   auto ch = wait<Channel>([&](auto d) { c->open_channel(d); });
   ASSERT_TRUE(ch.ok());
-  auto q = temp_queue(*ch, {.durable = false});
-  auto filler = open();
-  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(filler.publish({.routing_key = q}, as_bytes("z")).ok());
-  ASSERT_TRUE(counts_become(q, "2000 0"));
   auto consumer = wait<Consumer>([&](auto d) { ch->consume({.queue = q, .auto_ack = true, .prefetch = 50}, d); });
   ASSERT_TRUE(consumer.ok());
   loop.run_until([] { return false; }, 4s);
@@ -381,6 +383,7 @@ TEST_P(ChannelApi, a_stream_consumer_that_is_not_read_for_a_while_does_not_kill_
     ++received;
   }
   close(*c);
+  (void)wait<std::uint32_t>([&](auto d) { filler.queue_delete({.queue = q}, d); });
 }
 
 TEST_P(ChannelApi, a_message_moved_to_another_thread_is_acked_from_there) {
