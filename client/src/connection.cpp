@@ -207,8 +207,11 @@ void Connection::pump() {
     if (auto t = engine_->poll_timeout()) timer_->arm(*t);
     else timer_->cancel();
   }
-  if (engine_->finished() && stream_ && write_in_flight_ == 0) {
-    stream_->close();
+  // Finished: the stream goes once its last write is out, or at once when it already ended
+  // (an EOF or a reset) — and the timers with it, which on Asio must not outlive the
+  // application's io_context.
+  if (engine_->finished() && (!stream_ || write_in_flight_ == 0)) {
+    if (stream_) stream_->close();
     stream_.reset();
     timer_.reset();
     peek_timer_.reset();

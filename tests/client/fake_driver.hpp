@@ -1025,6 +1025,9 @@ class FakeDriver final : public client::Driver {
   [[nodiscard]] std::size_t armed_timers() const {
     return static_cast<std::size_t>(std::count_if(timers_.begin(), timers_.end(), [](const FakeTimer* t) { return t->deadline.has_value(); }));
   }
+  // Every timer the client holds, armed or not: one that outlives its stream would outlive
+  // the application's io_context on Asio.
+  [[nodiscard]] std::size_t timers() const { return timers_.size(); }
   [[nodiscard]] std::size_t posted() const { return posted_.size(); }
   [[nodiscard]] std::size_t open_streams() const { return open_.size(); }
   [[nodiscard]] std::vector<std::uint16_t> open_stream_ports() const {

@@ -634,6 +634,17 @@ TEST_F(HandleTest, a_message_acked_from_another_thread_is_sent_on_the_loop_and_o
 // the backplane, a log tail) and a callback that acks too used to send two acks for one tag:
 // the broker closes the channel for that (406, unknown delivery tag) and redelivers. The
 // second settle fails here and sends nothing; take() hands the settle to the copy.
+// A connection whose stream ended (a reset, an EOF) keeps no timer: on Asio a timer kept past
+// the final report outlives the application's io_context, and its destructor touches it.
+TEST_F(HandleTest, a_connection_whose_stream_ended_keeps_no_timer) {
+  bool closed = false;
+  conn->on_closed = [&](const Error&) { closed = true; };
+  ASSERT_TRUE(driver.cut(5001));
+  driver.run();
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(driver.timers(), 0u);
+}
+
 TEST_F(HandleTest, a_delivery_view_is_settled_once_and_take_hands_its_settle_to_the_copy) {
   std::vector<std::string> outcomes;
   std::vector<client::Message> taken;
