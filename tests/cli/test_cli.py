@@ -55,6 +55,34 @@ class Cli(unittest.TestCase):
                 self.assertEqual(out, "one\n\ntwo\r\nlast\n")
                 self.assertEqual(queue_depth(q), 0)
 
+    def test_a_slow_standard_input_is_published_line_by_line_and_never_stops_the_heartbeat(self):
+        # Standard input used to be read on the loop: a line waited there for the next one, and
+        # the heartbeats went unanswered while the pipe was quiet (the broker dropped the
+        # connection after two intervals).
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = self.declare()
+                p = subprocess.Popen([WARREN, "publish", "--routing-key", q, "--confirm", "--driver", driver,
+                                      "--url", URL + "/%2f?heartbeat=1"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                try:
+                    p.stdin.write(b"first\n")
+                    p.stdin.flush()
+                    deadline = time.monotonic() + 20
+                    while queue_depth(q) != 1:
+                        self.assertLess(time.monotonic(), deadline, "the first line was not published before the next")
+                        time.sleep(0.2)
+                    time.sleep(3)  # three heartbeat intervals of a quiet pipe
+                    _, err = p.communicate(input=b"second\n", timeout=30)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+                    for f in (p.stdin, p.stdout, p.stderr):
+                        f.close()
+                self.assertEqual(p.returncode, 0, err.decode(errors="replace"))
+                self.assertEqual(queue_depth(q), 2)
+
     def test_consume_count_takes_exactly_n_and_leaves_the_rest_unredelivered(self):
         q = self.declare()
         self.ok(warren("publish", "--routing-key", q, "--confirm", "--body", "m", "--count", "10"))

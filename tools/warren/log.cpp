@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "message_json.hpp"
+#include "stdin_lines.hpp"
 #include "warren/messaging/log.hpp"
 
 namespace warren::cli {
@@ -68,11 +69,17 @@ class AppendJob final : public LogJob {
  private:
   void start() override {
     if (auto ok = make_log(); !ok) return fail("", ok.error(), exit_usage);
+    lines_.emplace(driver(), [this] { next(); });
     next();
   }
-  // One at a time: each answer is the offset its entry landed on.
+  // One at a time: each answer is the offset its entry landed on. A line not there yet calls
+  // again when it comes (the loop goes on meanwhile).
   void next() {
-    if (!std::getline(std::cin, line_)) return finish();
+    switch (lines_->take(line_)) {
+      case StdinLines::Take::later: return;
+      case StdinLines::Take::end: return finish();
+      case StdinLines::Take::line: break;
+    }
     log_->append(line_, [this](Result<std::uint64_t> offset) {
       if (!offset) return fail("log append " + log_->queue(), offset.error());
       std::cout << *offset << '\n';
@@ -80,6 +87,7 @@ class AppendJob final : public LogJob {
       next();
     });
   }
+  std::optional<StdinLines> lines_;
   std::string line_;
 };
 

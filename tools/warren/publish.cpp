@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "stdin_lines.hpp"
 #include "values.hpp"
 
 namespace warren::cli {
@@ -28,6 +29,8 @@ class Bodies {
  public:
   virtual ~Bodies() = default;
   virtual std::optional<std::string_view> next() = 0;
+  // After next() found none: whether more may come (the caller is called again then).
+  [[nodiscard]] virtual bool more_later() const { return false; }
 };
 
 class RepeatedBody final : public Bodies {  // --body, --body-file, --size: the same bytes N times
@@ -44,17 +47,22 @@ class RepeatedBody final : public Bodies {  // --body, --body-file, --size: the 
   std::uint64_t left_;
 };
 
-// One message per line; only the "\n" is stripped, so "\r" and empty lines stay as they are.
-// A final line without "\n" is a message too.
-class StdinLines final : public Bodies {
+// One message per line (see StdinLines), each published as soon as it is read.
+class StdinBodies final : public Bodies {
  public:
+  StdinBodies(client::Driver& driver, std::function<void()> on_more) : lines_(driver, std::move(on_more)) {}
   std::optional<std::string_view> next() override {
-    if (!std::getline(std::cin, line_)) return std::nullopt;
+    const auto took = lines_.take(line_);
+    later_ = took == StdinLines::Take::later;
+    if (took != StdinLines::Take::line) return std::nullopt;
     return line_;
   }
+  [[nodiscard]] bool more_later() const override { return later_; }
 
  private:
+  StdinLines lines_;
   std::string line_;
+  bool later_ = false;
 };
 
 class PublishJob final : public Job {
@@ -87,13 +95,12 @@ class PublishJob final : public Job {
       bodies_ = std::make_unique<RepeatedBody>(std::move(bytes), count);
     } else if (args_->size) {
       bodies_ = std::make_unique<RepeatedBody>(std::string(*args_->size, 'w'), count);
-    } else {
-      bodies_ = std::make_unique<StdinLines>();
-    }
+    }  // else standard input, read from start() on, on the loop's side
     return {};
   }
 
   void start() override {
+    if (!bodies_) bodies_ = std::make_unique<StdinBodies>(driver(), [this] { publish_more(); });
     publish_ = {.exchange = args_->exchange, .routing_key = args_->routing_key, .mandatory = args_->mandatory,
                 .properties = properties_.properties()};
     conn_->on_writable = [this] { publish_more(); };
@@ -110,6 +117,7 @@ class PublishJob final : public Job {
       if (conn_->congested()) return;                            // on_writable will
       auto body = bodies_->next();
       if (!body) {
+        if (bodies_->more_later()) return;  // the next line calls again
         input_done_ = true;
         break;
       }
