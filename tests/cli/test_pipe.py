@@ -472,13 +472,38 @@ class Pipe(unittest.TestCase):
                 self.assertEqual(r.returncode, 1)
                 self.assertEqual(r.stderr.decode(),
                                  f"warren: pipe {src}: --native-dlx: queue '{src}' has no x-dead-letter-exchange argument, "
-                                 "so failed records would be dropped (a policy's dead-letter-exchange cannot be seen over AMQP)\n")
+                                 "so failed records would be dropped (a policy's dead-letter-exchange cannot be seen over "
+                                 "AMQP: --dlx-by-policy says one sets it)\n")
                 self.assertEqual(counts_become(src, (1, 0)), (1, 0))
         # The probe created nothing and changed nothing.
         self.ch.queue_declare(src, passive=True)
         r = pipe("--from", unique("pipe-nothing"), "--to", "", "--exec", "cat", "--native-dlx", "--timeout", "30")
         self.assertEqual(r.returncode, 1)
         self.assertIn("not found: topology: missing queue", r.stderr.decode())
+
+    def test_native_dlx_works_with_a_dead_letter_exchange_set_by_a_policy(self):
+        # The setup production deployments use: the DLX comes from a policy, which AMQP cannot
+        # see. --dlx-by-policy says it is there; the broker's own dead-lettering takes failures.
+        src, dlx, dlq, out = unique("pipe-policy"), unique("pipe-policy-dlx"), self.queue(), self.queue()
+        self.ch.exchange_declare(dlx, "fanout")
+        self.addCleanup(lambda: self.ch.exchange_delete(dlx))
+        self.ch.queue_bind(dlq, dlx)
+        policy = unique("pipe-dlx-policy")
+        subprocess.run([CTL, "-q", "set_policy", policy, f"^{src}$", json.dumps({"dead-letter-exchange": dlx}),
+                        "--apply-to", "queues"], check=True, capture_output=True)
+        self.addCleanup(lambda: subprocess.run([CTL, "-q", "clear_policy", policy], capture_output=True))
+        self.ch.queue_declare(src, durable=True)
+        self.addCleanup(lambda: self.cleanup_queue(src))
+        self.put(src, b"fails")
+        self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "exit 1", "--native-dlx",
+                     "--dlx-by-policy", "--count", "1", "--timeout", "30"))
+        self.assertEqual(counts_become(dlq, (1, 0)), (1, 0))
+        dead = self.take_all(dlq)
+        self.assertEqual([body for _, body in dead], [b"fails"])
+        self.assertEqual(dead[0][0].headers["x-death"][0]["queue"], src)
+        r = pipe("--from", src, "--to", "", "--exec", "cat", "--dlx-by-policy", "--timeout", "30")
+        self.assertEqual((r.returncode, r.stderr.decode()),
+                         (2, "warren: invalid argument: --dlx-by-policy goes with --native-dlx\n"))
 
     def test_native_dlx_with_a_dead_letter_exchange_declares_and_checks_the_queues_dlx(self):
         q, dlx, dlq, out = unique("pipe-native"), unique("pipe-native-dlx"), self.queue(), self.queue()

@@ -38,6 +38,7 @@ struct PipeArgs {
   std::optional<std::string> dead_letter_exchange;
   std::string dead_letter_routing_key;
   bool native_dlx = false;
+  bool dlx_by_policy = false;  // with native_dlx: a policy sets the queue's DLX (AMQP cannot see it)
   bool declare = false, verify = false;
   std::uint64_t count = 0;
   std::string status_file;
@@ -73,7 +74,9 @@ class PipeJob final : public Job {
     if (args_->concurrency == 0 || args_->concurrency > 65535)
       return make_error(errc::invalid_argument, "--concurrency must be between 1 and 65535");
     if (args_->declare && args_->verify) return make_error(errc::invalid_argument, "--declare and --verify exclude each other");
-    if (args_->declare && args_->native_dlx && !args_->dead_letter_exchange)
+    if (args_->dlx_by_policy && !args_->native_dlx)
+      return make_error(errc::invalid_argument, "--dlx-by-policy goes with --native-dlx");
+    if (args_->declare && args_->native_dlx && !args_->dead_letter_exchange && !args_->dlx_by_policy)
       return make_error(errc::invalid_argument,
                         "--declare with --native-dlx needs --dead-letter-exchange (the queue's x-dead-letter-exchange)");
     if (args_->on_error == "dead-letter" && !args_->native_dlx && !args_->dead_letter_exchange)
@@ -133,10 +136,15 @@ class PipeJob final : public Job {
       if (stopping_before_start_) return;
       const std::string what = "pipe " + args_->from + ": --native-dlx";
       if (!dlx) return fail(what, dlx.error());
+      // A policy's dead-letter-exchange is no argument and cannot be seen over AMQP: the
+      // operator says it is there. An argument, when there is one, still wins (as it does
+      // in RabbitMQ) and is checked.
+      if (!*dlx && args_->dlx_by_policy) return start_pipeline();
       if (!*dlx)
         return fail_text(what, "queue '" + args_->from +
                                    "' has no x-dead-letter-exchange argument, so failed records would be dropped "
-                                   "(a policy's dead-letter-exchange cannot be seen over AMQP)");
+                                   "(a policy's dead-letter-exchange cannot be seen over AMQP: "
+                                   "--dlx-by-policy says one sets it)");
       if (args_->dead_letter_exchange && **dlx != expected)
         return fail_text(what, "queue '" + args_->from + "' dead-letters to exchange '" + **dlx + "', not '" + expected + "'");
       start_pipeline();
@@ -348,6 +356,8 @@ void add_pipe(CLI::App& app, Runner& run) {
   cmd->add_option("--dead-letter-routing-key", args->dead_letter_routing_key,
                   "the dead-letter routing key (default: the source message's)");
   cmd->add_flag("--native-dlx", args->native_dlx, "failed records are rejected to the queue's own x-dead-letter-exchange");
+  cmd->add_flag("--dlx-by-policy", args->dlx_by_policy,
+                "with --native-dlx: a policy sets the queue's dead-letter-exchange (no argument is required)");
   cmd->add_flag("--declare", args->declare,
                 "declare the source queue (durable) and the exchanges named (durable, direct) before starting");
   cmd->add_flag("--verify", args->verify,
