@@ -205,5 +205,14 @@ TEST(SimRegression, an_rpc_server_dropped_before_it_started_never_tells_ready) {
                 {Op::rpc_server_drop, 0, 0}});
 }
 
+// Invariant "deliveries"; issue 22 (F8). An auto-ack stream consumer's full buffer holds the
+// input while reads are split into pieces; the held connection used to die of its own pause
+// (so the check skipped it). Now it lives, reading a piece per half heartbeat: the third
+// delivery arrives once the application reads the buffer again, as the finish now does.
+TEST(SimRegression, a_held_connection_that_lives_gets_its_deliveries_once_the_buffer_is_read) {
+  expect_holds({{Op::connect, 0, 0}, {Op::open_channel, 0, 0}, {Op::consume_stream, 1, 3}, {Op::split_reads, 0, 0},
+                {Op::publish_large, 0, 0}, {Op::other_publisher, 0, 0}, {Op::publish_large, 0, 0}});
+}
+
 }  // namespace
 }  // namespace warren::sim
