@@ -366,6 +366,20 @@ class Work(unittest.TestCase):
         self.assertEqual(self.lines(out.decode()), [("done", "attempt=1")])
         self.assertIn("the broker redelivers it", err.decode())
 
+    def test_the_backoff_factor_sets_the_delay_levels(self):
+        q = "factor"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        r = warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", "true", "--backoff-base-ms", "100",
+                   "--backoff-max-ms", "1000", "--backoff-factor", "3", "--backoff-jitter", "none", "--count", "1",
+                   "--timeout", "20")
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        listed = subprocess.run([CTL, "-q", "list_queues", "name"], capture_output=True, text=True, check=True).stdout
+        levels = sorted(int(n.rsplit(".", 1)[1]) for n in listed.split() if n.startswith(f"{self.prefix}.{q}.retry."))
+        # 100, 300, 900, 1000 from the run (`work put` declared the default levels, 1 s to 60 s); none
+        # of factor 2's 200, 400 or 800.
+        self.assertTrue({100, 300, 900, 1000} <= set(levels), levels)
+        self.assertFalse({200, 400, 800} & set(levels), levels)
+
     def test_a_retry_level_that_cannot_be_declared_is_said_and_the_worker_goes_on(self):
         q = "levels"
         self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
@@ -393,6 +407,9 @@ class Work(unittest.TestCase):
         self.assertEqual(r.returncode, 2)  # --exec is required
         # A delay level is a queue's x-message-ttl: at most 2^32 - 1 ms. A larger one overflowed
         # the doubling of the levels and ended in bad_alloc.
+        r = warren("work", "run", "--queue", "x", "--exec", "true", "--backoff-factor", "1")
+        self.assertEqual((r.returncode, r.stderr.decode()),
+                         (2, "warren: invalid argument: --backoff-factor must be above 1 and at most 1000\n"))
         r = warren("work", "run", "--queue", "x", "--exec", "true", "--backoff-max-ms", "9223372036854775807")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(r.stderr.decode(), "warren: invalid argument: --backoff-max-ms must be at most 4294967295 "

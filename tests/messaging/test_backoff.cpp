@@ -35,6 +35,23 @@ TEST(Backoff, the_longest_allowed_max_gives_levels_without_overflow) {
   EXPECT_EQ(backoff_ceiling({.base = std::chrono::milliseconds(1), .max = max_delay}, 1000), max_delay);
 }
 
+TEST(Backoff, the_factor_sets_how_fast_the_levels_grow) {
+  const Backoff triple{.base = 100ms, .max = 5s, .factor = 3.0};
+  EXPECT_EQ(delay_levels(triple), (std::vector<std::chrono::milliseconds>{100ms, 300ms, 900ms, 2700ms, 5s}));
+  EXPECT_EQ(backoff_ceiling(triple, 3), 900ms);
+  // A small factor still makes strictly growing levels, each at least a millisecond apart.
+  const auto slow = delay_levels({.base = 1ms, .max = 10ms, .factor = 1.1});
+  EXPECT_EQ(slow, (std::vector<std::chrono::milliseconds>{1ms, 2ms, 3ms, 4ms, 5ms, 6ms, 7ms, 8ms, 9ms, 10ms}));
+}
+
+TEST(Backoff, without_jitter_the_delay_is_the_ceiling) {
+  const Backoff exact{.base = 100ms, .max = 5s, .factor = 3.0, .jitter = Jitter::none};
+  EXPECT_EQ(retry_delay(exact, 1, 0.0), 100ms);
+  EXPECT_EQ(retry_delay(exact, 2, 0.0), 300ms);
+  EXPECT_EQ(retry_delay(exact, 4, 0.99), 2700ms);
+  EXPECT_EQ(retry_delay(exact, 9, 0.5), 5s);
+}
+
 TEST(Backoff, full_jitter_is_rounded_up_to_a_level_within_the_ceiling) {
   Backoff b;
   EXPECT_EQ(retry_delay(b, 5, 0.0), 1s);     // never below base

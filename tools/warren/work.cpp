@@ -28,6 +28,8 @@ struct WorkArgs {
   std::string exec;
   std::uint32_t attempts = 5;
   std::uint64_t backoff_base_ms = 1000, backoff_max_ms = 60000;
+  double backoff_factor = 2.0;
+  std::string backoff_jitter = "full";
   std::uint16_t prefetch = 1;
   std::uint64_t count = 0;  // 0: until --timeout or interrupted
   std::optional<double> timeout_s;
@@ -59,7 +61,9 @@ class WorkJob : public Job {
         layer_, {.name = args_->queue,
                  .attempts = args_->attempts,
                  .backoff = {.base = std::chrono::milliseconds(args_->backoff_base_ms),
-                             .max = std::chrono::milliseconds(args_->backoff_max_ms)}});
+                             .max = std::chrono::milliseconds(args_->backoff_max_ms),
+                             .factor = args_->backoff_factor,
+                             .jitter = args_->backoff_jitter == "none" ? messaging::Jitter::none : messaging::Jitter::full}});
     if (!q) return q.error();
     queue_ = *q;
     return {};
@@ -123,6 +127,8 @@ class RunJob final : public WorkJob {
     if (args_->prefetch == 0) return make_error(errc::invalid_argument, "--prefetch must be at least 1");
     if (args_->backoff_base_ms == 0 || args_->backoff_max_ms < args_->backoff_base_ms)
       return make_error(errc::invalid_argument, "--backoff-base-ms must be positive and --backoff-max-ms at least it");
+    if (!(args_->backoff_factor > 1.0) || args_->backoff_factor > 1000.0)
+      return make_error(errc::invalid_argument, "--backoff-factor must be above 1 and at most 1000");
     if (static_cast<std::uint64_t>(args_->backoff_max_ms) > static_cast<std::uint64_t>(messaging::max_delay.count()))
       return make_error(errc::invalid_argument, "--backoff-max-ms must be at most " +
                                                     std::to_string(messaging::max_delay.count()) +
@@ -292,6 +298,9 @@ void add_work(CLI::App& app, Runner& run) {
   r->add_option("--attempts", args->attempts, "tries per message before the dead-letter queue (default 5)");
   r->add_option("--backoff-base-ms", args->backoff_base_ms, "the first retry's longest delay (default 1000)");
   r->add_option("--backoff-max-ms", args->backoff_max_ms, "no retry waits longer (default 60000)");
+  r->add_option("--backoff-factor", args->backoff_factor, "the longest delay grows by this per failure (default 2)");
+  r->add_option("--backoff-jitter", args->backoff_jitter, "full: a delay drawn below the longest; none: the longest (default full)")
+      ->check(CLI::IsMember({"full", "none"}));
   r->add_option("--prefetch", args->prefetch, "messages run at once (default 1)");
   r->add_option("--count", args->count, "exit 0 once this many messages were done or dead-lettered");
   r->add_option("--timeout", args->timeout_s, "exit 1 when this many seconds pass first");

@@ -1,6 +1,7 @@
 #include "warren/messaging/backoff.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace warren::messaging {
 
@@ -8,7 +9,14 @@ std::vector<std::chrono::milliseconds> delay_levels(const Backoff& backoff) {
   std::vector<std::chrono::milliseconds> levels;
   const auto base = std::max(backoff.base, std::chrono::milliseconds(1));
   const auto max = std::max(backoff.max, base);
-  for (auto level = base; level < max; level *= 2) levels.push_back(level);
+  // Grown in double and compared before converting: a large factor never overflows.
+  const double factor = backoff.factor > 1.0 ? backoff.factor : 2.0;
+  for (auto level = base; level < max;) {
+    levels.push_back(level);
+    const double next = std::round(static_cast<double>(level.count()) * factor);
+    if (next >= static_cast<double>(max.count())) break;
+    level = std::max(level + std::chrono::milliseconds(1), std::chrono::milliseconds(static_cast<std::int64_t>(next)));
+  }
   levels.push_back(max);
   return levels;
 }
@@ -22,6 +30,7 @@ std::chrono::milliseconds backoff_ceiling(const Backoff& backoff, std::uint32_t 
 
 std::chrono::milliseconds retry_delay(const Backoff& backoff, std::uint32_t failed_attempt, double draw) {
   const auto ceiling = backoff_ceiling(backoff, failed_attempt);
+  if (backoff.jitter == Jitter::none) return ceiling;
   draw = std::clamp(draw, 0.0, 1.0);
   const auto wanted = static_cast<std::int64_t>(draw * static_cast<double>(ceiling.count()));
   for (auto level : delay_levels(backoff))
