@@ -7,9 +7,12 @@
 // the layer's channels but not the connection; a user allowed only the prefix's names.
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "client_fixture.hpp"
+#include "warren/messaging/backplane.hpp"
 #include "warren/messaging/direct.hpp"
+#include "warren/messaging/log.hpp"
 #include "warren/messaging/subscription.hpp"
 #include "warren/messaging/work_queue.hpp"
 #include "warren/wire/properties.hpp"
@@ -581,13 +584,61 @@ TEST_P(MessagingBroker, a_user_allowed_only_the_prefix_names_can_use_every_patte
   ASSERT_TRUE(wait<void>([&](auto d) { send(m, {.address = (*inbox)->address(), .body = "to-inbox"}, d); }).ok());
   ASSERT_TRUE(wait<void>([&](auto d) { send(m, {.address = "perm-svc", .body = "to-group"}, d); }).ok());
   ASSERT_TRUE(loop.run_until([&] { return got.size() == 2; }));
+  // The log and the backplane, under the same user.
+  auto log = Log::create(m, {.name = "perm-log"});
+  ASSERT_TRUE(log.ok()) << log.error().to_string();
+  auto offset = wait<std::uint64_t>([&](auto d) { (*log)->append("entry", d); });
+  ASSERT_TRUE(offset.ok()) << offset.error().to_string();
+  auto page = wait<Page>([&](auto d) { (*log)->read({}, d); });
+  ASSERT_TRUE(page.ok()) << page.error().to_string();
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].message.body_text(), "entry");
+  auto bp = wait<std::shared_ptr<Backplane>>([&](auto d) {
+    Backplane::start(m, {}, [&](std::string_view room, const client::Delivery& dl) {
+      got.push_back(std::string(room) + ":" + std::string(dl.body_text()));
+    }, d);
+  });
+  ASSERT_TRUE(bp.ok()) << bp.error().to_string();
+  ASSERT_TRUE(wait<void>([&](auto d) { (*bp)->join("lobby", d); }).ok());
+  ASSERT_TRUE(wait<void>([&](auto d) { (*bp)->publish("lobby", "hi", d); }).ok());
+  ASSERT_TRUE(loop.run_until([&] { return got.size() == 3; }));
+  EXPECT_EQ(got[2], "lobby:hi");
   EXPECT_TRUE(m->healthy());
   EXPECT_TRUE(limited->is_open());
+
+  // What the four patterns leave on the broker: two exchanges in all; every queue that
+  // outlives its connection durable; the group's queue expiring after inbox_ttl; the log's
+  // stream without x-max-length-bytes (stream_max_bytes 0).
+  std::vector<std::string> exchanges;
+  {
+    std::istringstream lines(rabbitmqctl("list_exchanges name"));
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind(prefix + ".", 0) == 0) exchanges.push_back(line);
+  }
+  EXPECT_EQ(exchanges.size(), 2u) << ::testing::PrintToString(exchanges);
+  std::map<std::string, std::string> queues;  // name -> "durable exclusive arguments"
+  {
+    std::istringstream lines(rabbitmqctl("list_queues name durable exclusive arguments"));
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind(prefix + ".", 0) == 0) queues[line.substr(0, line.find('\t'))] = line.substr(line.find('\t') + 1);
+  }
+  ASSERT_TRUE(queues.contains(prefix + ".group.perm-svc")) << ::testing::PrintToString(queues);
+  ASSERT_TRUE(queues.contains((*log)->queue())) << ::testing::PrintToString(queues);
+  for (const auto& [name, facts] : queues) {
+    if (facts.find("\tfalse\t") == std::string::npos) continue;  // exclusive: it dies with its connection
+    EXPECT_EQ(facts.rfind("true\t", 0), 0u) << name << " is shared but not durable: " << facts;
+  }
+  const std::string ttl = "{\"x-expires\"," + std::to_string(m->options().inbox_ttl.count()) + "}";
+  EXPECT_NE(queues[prefix + ".group.perm-svc"].find(ttl), std::string::npos) << queues[prefix + ".group.perm-svc"];
+  EXPECT_EQ(queues[(*log)->queue()].find("x-max-length-bytes"), std::string::npos) << queues[(*log)->queue()];
+
+  (void)wait<void>([&](auto d) { (*bp)->close(d); });
   close(*limited);
   rabbitmqctl("delete_user " + user);
   drop_work_queue(*q);
   auto ch = open();
   (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = prefix + ".group.perm-svc"}, d); });
+  (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = (*log)->queue()}, d); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, MessagingBroker, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);

@@ -39,7 +39,7 @@ struct Options {
   std::string prefix = "warren";      // every exchange and queue is named "<prefix>.<...>"
   std::string queue_type = "quorum";  // x-queue-type of work queues and their dead-letter queues
   std::chrono::milliseconds inbox_ttl{60000};  // x-expires of a service group's shared queue
-  std::uint64_t stream_max_bytes = 0;  // logs (not built yet): 0 means no x-max-length-bytes
+  std::uint64_t stream_max_bytes = 0;  // a log's stream: 0 means no x-max-length-bytes
   std::function<void(const Event&)> on_event;  // optional: the layer's log
 };
 
