@@ -18,17 +18,25 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(PipelineOnTheModelBroker, ARecordEndingAfterItsChannelDiedCountsAsDroppedOnly) {
+// A connection to the model broker on the fake driver.
+class PipelineOnTheModelBroker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    driver.hosts[5001] = FakeDriver::Host::broker;
+    driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
+    auto url = client::parse_url("amqp://guest:guest@fake:5001");
+    ASSERT_TRUE(url.ok());
+    std::optional<Result<void>> connected;
+    conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { connected.emplace(r); });
+    driver.run();
+    ASSERT_TRUE(connected && connected->ok());
+  }
   FakeDriver driver;
   BrokerWorld world;
-  driver.hosts[5001] = FakeDriver::Host::broker;
-  driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
-  auto url = client::parse_url("amqp://guest:guest@fake:5001");
-  ASSERT_TRUE(url.ok());
-  std::optional<Result<void>> connected;
-  auto conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { connected.emplace(r); });
-  driver.run();
-  ASSERT_TRUE(connected && connected->ok());
+  std::shared_ptr<client::Connection> conn;
+};
+
+TEST_F(PipelineOnTheModelBroker, ARecordEndingAfterItsChannelDiedCountsAsDroppedOnly) {
   world.queues["src"];
   world.queues["out"];
 
@@ -83,17 +91,7 @@ TEST(PipelineOnTheModelBroker, ARecordEndingAfterItsChannelDiedCountsAsDroppedOn
 // here): it used to be taken for a waiting record (requeued while its envelope was published,
 // so dead-lettered and delivered again) while a record that really waited was never handed
 // back (the drain waited for it until its deadline).
-TEST(PipelineOnTheModelBroker, ADrainHandsBackWhatTheCoreHeldNotWhatItGuessed) {
-  FakeDriver driver;
-  BrokerWorld world;
-  driver.hosts[5001] = FakeDriver::Host::broker;
-  driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
-  auto url = client::parse_url("amqp://guest:guest@fake:5001");
-  ASSERT_TRUE(url.ok());
-  std::optional<Result<void>> connected;
-  auto conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { connected.emplace(r); });
-  driver.run();
-  ASSERT_TRUE(connected && connected->ok());
+TEST_F(PipelineOnTheModelBroker, ADrainHandsBackWhatTheCoreHeldNotWhatItGuessed) {
   for (const char* q : {"src", "out", "dlq"}) world.queues[q];
 
   std::vector<pipeline::StageDone> held;
