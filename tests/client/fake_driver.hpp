@@ -118,6 +118,7 @@ class FakeBroker {
     std::uint16_t channel = 0;
     std::uint64_t delivery_tag = 0;
     bool requeue = false;
+    bool multiple = false;  // the multiple bit of an ack or nack
     friend bool operator==(const Settle&, const Settle&) = default;
   };
   std::vector<Settle> settles;
@@ -309,8 +310,9 @@ class FakeBroker {
   }
 
   void record_settle(std::uint16_t channel, const wire::Method& m) {
-    if (const auto* a = std::get_if<wire::BasicAck>(&m)) settles.push_back({"basic.ack", channel, a->delivery_tag, false});
-    if (const auto* n = std::get_if<wire::BasicNack>(&m)) settles.push_back({"basic.nack", channel, n->delivery_tag, n->requeue});
+    if (const auto* a = std::get_if<wire::BasicAck>(&m)) settles.push_back({"basic.ack", channel, a->delivery_tag, false, a->multiple});
+    if (const auto* n = std::get_if<wire::BasicNack>(&m))
+      settles.push_back({"basic.nack", channel, n->delivery_tag, n->requeue, n->multiple});
     if (const auto* r = std::get_if<wire::BasicReject>(&m)) settles.push_back({"basic.reject", channel, r->delivery_tag, r->requeue});
   }
 

@@ -147,6 +147,9 @@ TEST_F(PipelineOnTheModelBroker, ADrainHandsBackWhatTheCoreHeldNotWhatItGuessed)
   for (const auto& m : world.queues["src"]) back.push_back(m.body);
   std::sort(back.begin(), back.end());
   EXPECT_EQ(back, (std::vector<std::string>{"b", "c"}));
+  // Each delivery settled on its own: a multiple ack could settle one the pipeline still holds.
+  EXPECT_EQ(broker.settles.size(), 4u);
+  for (const auto& settle : broker.settles) EXPECT_FALSE(settle.multiple) << settle.method << " " << settle.delivery_tag;
 }
 
 }  // namespace
