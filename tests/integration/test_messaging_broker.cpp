@@ -5,6 +5,7 @@
 // competing members, a send to nobody failing; a 406 on one channel leaving the layer
 // working, a queue deleted under a member subscribed again (logged once), close() releasing
 // the layer's channels but not the connection; a user allowed only the prefix's names.
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -111,6 +112,46 @@ TEST_P(MessagingBroker, a_retry_is_republished_with_the_next_attempt_through_its
   EXPECT_EQ(depth(q->dead_letter_queue()), 0u);
   ASSERT_TRUE(wait<void>([&](auto d) { m->close(d); }).ok());
   EXPECT_TRUE(conn->is_open());  // the layer never closes what it was given
+  drop_work_queue(*q);
+}
+
+// Each delay level is a queue of its own, so a short retry never waits behind a long one
+// (RabbitMQ expires only a queue's head): a message that fails on its 4th attempt waits 2.7 s,
+// one that fails on its 1st waits 100 ms (no jitter), and the second comes back first, end to end.
+TEST_P(MessagingBroker, a_short_retry_never_waits_behind_a_long_one) {
+  auto m = layer();
+  auto q = work(m, {.name = "order",
+                    .attempts = 10,
+                    .backoff = {.base = 100ms, .max = 3s, .factor = 3.0, .jitter = Jitter::none}});
+  ASSERT_TRUE(wait<void>([&](auto d) { q->declare(d); }).ok());
+  auto ch = open();
+  ASSERT_TRUE(wait<void>([&](auto d) { ch.confirm_select(d); }).ok());
+  const FieldTable fourth{{std::string(attempt_header), std::int64_t{4}}};
+  ASSERT_EQ(confirm_publish(ch, {.routing_key = q->queue(), .properties = {.headers = fourth, .message_id = "long"}},
+                            client::as_bytes("long")),
+            "confirmed");
+  put(q, "short", "short");
+  std::vector<std::string> seen;  // "<id> attempt=<n>" in arrival order
+  std::vector<std::chrono::milliseconds> delays;
+  auto worker = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 2}, [&](WorkItem item) {
+      seen.push_back(std::string(item.message_id()) + " attempt=" + std::to_string(item.attempt()));
+      if (seen.size() > 2) {
+        EXPECT_TRUE(item.done().ok());
+        return;
+      }
+      auto shared = std::make_shared<WorkItem>(std::move(item));
+      shared->retry({.error = "not yet"}, [&, shared](Result<Retried> r) {
+        ASSERT_TRUE(r.ok()) << r.error().to_string();
+        delays.push_back(r->delay);
+      });
+    }, d);
+  });
+  ASSERT_TRUE(worker.ok()) << worker.error().to_string();
+  ASSERT_TRUE(loop.run_until([&] { return seen.size() == 4; }, 30s)) << ::testing::PrintToString(seen);
+  std::sort(delays.begin(), delays.end());  // the two retries' confirms may come in either order
+  EXPECT_EQ(delays, (std::vector<std::chrono::milliseconds>{100ms, 2700ms}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"long attempt=4", "short attempt=1", "short attempt=2", "long attempt=5"}));
   drop_work_queue(*q);
 }
 
