@@ -152,5 +152,34 @@ TEST_F(PipelineOnTheModelBroker, ADrainHandsBackWhatTheCoreHeldNotWhatItGuessed)
   for (const auto& settle : broker.settles) EXPECT_FALSE(settle.multiple) << settle.method << " " << settle.delivery_tag;
 }
 
+// A record the policy dead-letters with nowhere to put it (no dead_letter target, no native
+// DLX) is not dropped: it goes back to the queue and counts as failed, not dead-lettered.
+TEST_F(PipelineOnTheModelBroker, ADeadLetterWithNoTargetGoesBackToTheQueue) {
+  world.queues["src"];
+  std::vector<pipeline::Outcome> outcomes;
+  std::optional<Result<void>> ready;
+  auto p = pipeline::QueuePipeline::start(
+      conn,
+      {.source = {.queue = "src", .limit = 1},
+       .on_outcome = [&](const pipeline::Record&, const pipeline::Finished& f) { outcomes.push_back(f.outcome); }},
+      {pipeline::Stage::async([](pipeline::Record&, pipeline::StageDone done) {
+        done({.error = pipeline::RecordError{"test", "fails"}});
+      })},
+      [&](Result<void> r) { ready.emplace(r); });
+  driver.run();
+  ASSERT_TRUE(ready && ready->ok());
+  world.queues["src"].push_back(BrokerWorld::Message{"one", {}, {}, false});
+  world.dispatch();
+  driver.run();
+  ASSERT_EQ(outcomes, (std::vector<pipeline::Outcome>{pipeline::Outcome::dead_lettered}));
+  const auto s = p->status();
+  EXPECT_EQ(s.dead_lettered, 0u);
+  EXPECT_EQ(s.failed, 1u);
+  ASSERT_EQ(world.queues["src"].size(), 1u) << "the record was dropped";
+  EXPECT_EQ(world.queues["src"].front().body, "one");
+  EXPECT_EQ(driver.last_broker().settles,
+            (std::vector<FakeBroker::Settle>{{"basic.nack", driver.last_broker().open_channels().back(), 1, true}}));
+}
+
 }  // namespace
 }  // namespace warren::test
