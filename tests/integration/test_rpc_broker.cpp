@@ -17,18 +17,24 @@ class RpcSuite : public ClientSuite {
     return rpc;
   }
   std::string server_queue() { return temp_queue(open()); }
+  // A server on `requests` answering "re:" + the body; null (and a failure) if it did not start.
+  std::shared_ptr<client::RpcServer> start_echo_server(const std::string& requests) {
+    std::optional<std::string> serving;
+    auto server = client::RpcServer::start(
+        open(), requests, [](const client::Delivery& m) { return "re:" + std::string(m.body_text()); },
+        [&](Result<void> r) { serving = r ? "ok" : r.error().to_string(); });
+    EXPECT_TRUE(loop.run_until([&] { return serving.has_value(); }));
+    EXPECT_EQ(serving.value_or("<not told>"), "ok");
+    return serving == "ok" ? server : nullptr;
+  }
   // "re:body" or the error, as a call's outcome reads.
   static std::string said(const Result<client::Message>& r) { return r ? std::string(r->body_text()) : r.error().to_string(); }
 };
 
 TEST_P(RpcSuite, a_thousand_concurrent_calls_on_one_channel_each_get_their_own_reply) {
   const std::string requests = server_queue();
-  std::optional<std::string> serving;
-  auto server = client::RpcServer::start(
-      open(), requests, [](const client::Delivery& m) { return "re:" + std::string(m.body_text()); },
-      [&](Result<void> r) { serving = r ? "ok" : r.error().to_string(); });
-  ASSERT_TRUE(loop.run_until([&] { return serving.has_value(); }));
-  ASSERT_EQ(*serving, "ok");
+  auto server = start_echo_server(requests);
+  ASSERT_TRUE(server);
   auto rpc = start_client(open());
 
   constexpr int calls = 1000;
@@ -133,12 +139,8 @@ TEST_P(RpcSuite, when_the_reply_consumer_ends_the_calls_in_flight_fail_at_once) 
 // ready, must wait for the reply consumer and then be answered.
 TEST_P(RpcSuite, a_call_made_before_ready_waits_for_the_reply_consumer_and_is_answered) {
   const std::string requests = server_queue();
-  std::optional<std::string> serving;
-  auto server = client::RpcServer::start(
-      open(), requests, [](const client::Delivery& m) { return "re:" + std::string(m.body_text()); },
-      [&](Result<void> r) { serving = r ? "ok" : r.error().to_string(); });
-  ASSERT_TRUE(loop.run_until([&] { return serving.has_value(); }));
-  ASSERT_EQ(*serving, "ok");
+  auto server = start_echo_server(requests);
+  ASSERT_TRUE(server);
   std::optional<std::string> ready, outcome;
   auto rpc = client::RpcClient::start(open(), [&](Result<void> r) { ready = r ? "ok" : r.error().to_string(); });
   ASSERT_FALSE(rpc->ready());

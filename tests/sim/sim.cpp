@@ -333,12 +333,16 @@ struct Sim::Impl {
   void publish(int a, int b, bool large) {
     Conn* c = conn();
     if (!c) return;
-    const std::string text = body(large);
-    const std::string key = test::BrokerWorld::key_of(text);
     const std::string rk = "q" + std::to_string(b % 4);  // q3 is never declared
-    auto t = target(*c, a, "publish " + key);
-    t.ch.publish({.routing_key = rk, .mandatory = b % 2 == 1}, bytes_of(text),
-                 [this, t, inner = settled(reg(c->scope, "publish " + key), key)](Result<engine::PublishOutcome> r) {
+    publish_tracked(*c, a, {.routing_key = rk, .mandatory = b % 2 == 1}, body(large), "");
+  }
+  // One publish whose outcome is checked: settled once, honestly, and refused only as the
+  // model says (`where` names a non-default exchange in the step's description).
+  void publish_tracked(Conn& c, int a, const client::Publish& p, const std::string& text, const std::string& where) {
+    const std::string key = test::BrokerWorld::key_of(text);
+    auto t = target(c, a, "publish " + key + where);
+    t.ch.publish(p, bytes_of(text),
+                 [this, t, inner = settled(reg(c.scope, "publish " + key), key)](Result<engine::PublishOutcome> r) {
                    refused(t, r);
                    inner(std::move(r));
                  });
@@ -585,15 +589,8 @@ struct Sim::Impl {
     if (!c) return;
     constexpr const char* keys[] = {"k.a", "k.b", "k.a.c"};
     const std::string exchange = b == 7 ? "no-such-exchange" : "x" + std::to_string(b % 3);
-    const std::string text = body();
-    const std::string key = test::BrokerWorld::key_of(text);
-    auto t = target(*c, a, "publish " + key + " to " + exchange);
-    t.ch.publish({.exchange = exchange, .routing_key = keys[b % 3], .mandatory = b % 2 == 1}, bytes_of(text),
-                 [this, t, inner = settled(reg(c->scope, "publish " + key), key)](Result<engine::PublishOutcome> r) {
-                   refused(t, r);
-                   inner(std::move(r));
-                 });
-    sent_nothing(t);
+    publish_tracked(*c, a, {.exchange = exchange, .routing_key = keys[b % 3], .mandatory = b % 2 == 1}, body(),
+                    " to " + exchange);
   }
   // channel.flow from the client: RabbitMQ answers active=true and closes the connection
   // (540) for active=false.
