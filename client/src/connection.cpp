@@ -137,9 +137,7 @@ void Connection::on_stream_error(Error cause) {
     // This host failed before the handshake finished, and not by refusing us: try the next.
     last_dial_error_ = std::move(cause);
     engine_.reset();
-    timer_.reset();
-    peek_timer_.reset();
-    peek_armed_ = false;
+    drop_timers();
     ++endpoint_index_;
     dial_next();
     return;
@@ -189,9 +187,7 @@ void Connection::pump() {
     redial_ = false;
     if (stream_) stream_->close();
     stream_.reset();
-    timer_.reset();
-    peek_timer_.reset();
-    peek_armed_ = false;
+    drop_timers();
     engine_.reset();
     ++endpoint_index_;
     dial_next();
@@ -213,9 +209,7 @@ void Connection::pump() {
   if (engine_->finished() && (!stream_ || write_in_flight_ == 0)) {
     if (stream_) stream_->close();
     stream_.reset();
-    timer_.reset();
-    peek_timer_.reset();
-    peek_armed_ = false;
+    drop_timers();
   }
 }
 
@@ -527,9 +521,7 @@ void Connection::close(Done done) {
     // Still dialling: stop the dial, so no socket outlives the close.
     if (stream_) stream_->close();
     stream_.reset();
-    timer_.reset();
-    peek_timer_.reset();
-    peek_armed_ = false;
+    drop_timers();
     std::weak_ptr<Connection> self = weak_from_this();
     later([self] {
       if (auto c = self.lock()) c->finish(make_error(errc::connection_closed, "closed by the application before it was connected"));
@@ -590,6 +582,14 @@ void Connection::watch_held_input() {
   const engine::Duration every = heartbeat_s_ ? engine::Duration{heartbeat_s_ * 500} : engine::Duration{1000};
   peek_timer_->arm(driver_.now() + every);
   peek_armed_ = true;
+}
+
+// With the stream: nothing is left to time, and on Asio a timer must not outlive the
+// application's io_context.
+void Connection::drop_timers() {
+  timer_.reset();
+  peek_timer_.reset();
+  peek_armed_ = false;
 }
 
 void Connection::hold_input(int delta) {

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <fstream>
 
 #include "commands.hpp"
 #include "message_json.hpp"

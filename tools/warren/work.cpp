@@ -127,7 +127,7 @@ class RunJob final : public WorkJob {
     if (args_->prefetch == 0) return make_error(errc::invalid_argument, "--prefetch must be at least 1");
     if (args_->backoff_base_ms == 0 || args_->backoff_max_ms < args_->backoff_base_ms)
       return make_error(errc::invalid_argument, "--backoff-base-ms must be positive and --backoff-max-ms at least it");
-    if (!(args_->backoff_factor > 1.0) || args_->backoff_factor > 1000.0)
+    if (!messaging::factor_in_range(args_->backoff_factor))
       return make_error(errc::invalid_argument, "--backoff-factor must be above 1 and at most 1000");
     if (static_cast<std::uint64_t>(args_->backoff_max_ms) > static_cast<std::uint64_t>(messaging::max_delay.count()))
       return make_error(errc::invalid_argument, "--backoff-max-ms must be at most " +

@@ -14,6 +14,11 @@ namespace {
 // With `settle`, it also ends that long after its first delivery, however busy the stream is:
 // a look at the last chunk (the tip, an append's read-back) must not wait for a silence that
 // appenders never leave.
+// A look at the last chunk (the tip, an append's read-back) waits at most this long in
+// silence, and reads at most this long after its first delivery: the chunk arrives at once,
+// and what comes later was appended after the look began.
+constexpr std::chrono::milliseconds last_chunk_look{200};
+
 class Reader : public std::enable_shared_from_this<Reader> {
  public:
   using OnEntry = std::function<bool(const client::Delivery& d, std::uint64_t offset)>;  // true: stop
@@ -186,8 +191,9 @@ void Log::find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, st
   // The entry was confirmed, so the stream has it: the first delivery is only waited for
   // longer than `idle` on a slow broker, and the look ends as soon as the entry is seen.
   const auto first_wait = std::max(options_.idle, std::chrono::milliseconds(5000));
+  const auto look = std::min(options_.idle, last_chunk_look);
   auto reader = std::make_shared<Reader>(
-      layer_, queue_, start, first_wait, std::min(options_.idle, std::chrono::milliseconds(200)),
+      layer_, queue_, start, first_wait, look,
       [id, found, lowest, below](const client::Delivery& d, std::uint64_t offset) {
         if (below && offset >= *below) return true;  // back where the previous look began
         if (!*lowest || offset < **lowest) *lowest = offset;
@@ -211,14 +217,15 @@ void Log::find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, st
       },
       // The look at the last chunk ends its idle after its first entry even while others
       // append; a look further back ends where the previous one began (`below`).
-      below ? std::nullopt : std::optional(std::min(options_.idle, std::chrono::milliseconds(200))));
+      below ? std::nullopt : std::optional(look));
   reader->start();
 }
 
 void Log::tip(client::Callback<std::optional<std::uint64_t>> done) {
   auto highest = std::make_shared<std::optional<std::uint64_t>>();
+  const auto look = std::min(options_.idle, last_chunk_look);
   auto reader = std::make_shared<Reader>(
-      layer_, queue_, wire::FieldValue("last"), options_.empty_wait, std::min(options_.idle, std::chrono::milliseconds(200)),
+      layer_, queue_, wire::FieldValue("last"), options_.empty_wait, look,
       [highest](const client::Delivery&, std::uint64_t offset) {
         *highest = std::max(offset, highest->value_or(0));
         return false;
@@ -229,7 +236,7 @@ void Log::tip(client::Callback<std::optional<std::uint64_t>> done) {
       },
       // The last chunk arrives at once; what comes after the settle was appended after the look
       // began, and under steady appends a silence never comes.
-      std::min(options_.idle, std::chrono::milliseconds(200)));
+      look);
   reader->start();
 }
 

@@ -177,7 +177,7 @@ Result<std::shared_ptr<WorkQueue>> WorkQueue::create(std::shared_ptr<Messaging> 
   if (options.attempts == 0) return make_error(errc::invalid_argument, "attempts must be at least 1");
   if (options.backoff.base.count() <= 0 || options.backoff.max < options.backoff.base)
     return make_error(errc::invalid_argument, "backoff: base must be positive and max at least base");
-  if (!(options.backoff.factor > 1.0) || options.backoff.factor > 1000.0)
+  if (!factor_in_range(options.backoff.factor))
     return make_error(errc::invalid_argument, "backoff: factor must be above 1 and at most 1000");
   if (options.backoff.max > max_delay)
     return make_error(errc::invalid_argument, "backoff: max must be at most " + std::to_string(max_delay.count()) +

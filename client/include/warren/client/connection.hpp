@@ -197,6 +197,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::shared_ptr<detail::LoopThread> loop_thread_;
   int input_holds_ = 0;
   void watch_held_input();  // while input is held, a read now and then (see connection.cpp)
+  void drop_timers();       // the engine's timer and the held input's, with the stream
   std::unique_ptr<Timer> peek_timer_;
   bool peek_armed_ = false;
   bool peek_ = false;  // one read is let through the hold

@@ -27,6 +27,10 @@ struct Backoff {
 // 2^32 - 1 ms (about 49.7 days).
 inline constexpr std::chrono::milliseconds max_delay{4294967295};
 
+// The range of Backoff::factor: above 1 (the levels must grow) and at most this.
+inline constexpr double max_factor = 1000;
+[[nodiscard]] constexpr bool factor_in_range(double factor) { return factor > 1.0 && factor <= max_factor; }
+
 // The delay levels for `backoff`: base, base·factor, base·factor², ... (each rounded to a
 // millisecond, and at least one more than the last) and max as the last (ascending, no
 // duplicates). base 1 s, factor 2, max 60 s: 1, 2, 4, 8, 16, 32, 60 s.
