@@ -2,7 +2,6 @@
 // standard input. With --confirm it waits for every confirm and names the first message the
 // broker nacked or returned.
 #include <fstream>
-#include <iostream>
 #include <iterator>
 #include <optional>
 #include <sstream>
