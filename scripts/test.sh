@@ -220,7 +220,7 @@ lane_asan() {
   # AddressSanitizer + UBSan: the codec, engine and client suites.
   if [[ -f build-asan/build.ninja ]] &&
       timed "build: asan" ninja -j2 -C build-asan tests/unit-tests tests/property-tests tests/engine-tests \
-        tests/client-tests tests/tls-tests tests/cli-values-tests tests/sim-tests tests/sim-regressions; then
+        tests/client-tests tests/tls-tests tests/cli-values-tests tests/sim-tests tests/sim-regressions tests/layer-sim-tests; then
     step "asan: unit" build-asan/tests/unit-tests --gtest_brief=1
     step "asan: property" build-asan/tests/property-tests --gtest_brief=1
     step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1
@@ -229,6 +229,7 @@ lane_asan() {
     step "asan: cli values" build-asan/tests/cli-values-tests --gtest_brief=1
     step "asan: simulation" env RC_PARAMS="max_success=200 max_size=300" build-asan/tests/sim-tests --gtest_brief=1
     step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_brief=1
+    step "asan: layer simulation" env RC_PARAMS="max_success=200 max_size=200" build-asan/tests/layer-sim-tests --gtest_brief=1
   else
     echo "fail build: asan" >>"$ledger"
   fi

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "client/model_exchanges.hpp"
+#include "client/model_queues.hpp"
 #include "warren/client/driver.hpp"
 #include "warren/wire/wire.hpp"
 
@@ -42,10 +43,25 @@ struct BrokerWorld {
     bool redelivered = false;
     int deliveries = 0;
     std::vector<std::byte> headers;  // a field table's bytes as sent (may be one the client cannot decode)
+    // What the layers read (tests/sim/layers): the headers decoded (used instead of the bytes
+    // when set), the other properties, the key it was routed with, a quorum queue's count of
+    // returns, and a TTL queue's expiry.
+    std::optional<wire::FieldTable> table;
+    std::string message_id, user_id, type;
+    std::optional<std::uint8_t> delivery_mode;
+    std::string routing_key;
+    int delivery_count = 0;
+    std::optional<engine::Instant> expires_at;
+  };
+  // A stream: entries at offsets first, first + 1, ...; retention drops from the front.
+  struct Stream {
+    std::uint64_t first = 0;
+    std::deque<Message> entries;
+    [[nodiscard]] std::uint64_t end() const { return first + entries.size(); }
   };
   // A message handed out this often is put aside (in `bounced`): a client that rejects
   // everything it is given would otherwise keep the simulated loop busy forever.
-  static constexpr int max_deliveries = 20;
+  int max_deliveries = 20;
   std::vector<std::string> bounced;
   // Deliveries of a stream subscription (x-stream-offset) the client rejected or nacked:
   // RabbitMQ 3.10-3.12 closes the connection (540) for that, so it must never happen.
@@ -64,7 +80,32 @@ struct BrokerWorld {
   // amq.rabbitmq.reply-to itself in the simulation): the broker's reply text.
   std::vector<std::string> library_faults;
   int next_broker_id = 0;
+  // ---- the layers' model (see model_queues.hpp): queue kinds by declared arguments, streams,
+  // TTL on the driver's clock (set `clock`), dead-lettering, and user_id checked against the
+  // one user every connection logs in as.
+  std::map<std::string, ModelQueueInfo> queue_info;
+  std::map<std::string, Stream> streams;
+  std::function<engine::Instant()> clock;
+  std::string user = "guest";
+  std::vector<std::string> user_id_refused;  // the 406s' texts
+  std::vector<std::string> dead_lettered;    // "<queue> <reason> <message_id>", in order
+  std::vector<std::string> unknown_tags;     // settles of a delivery tag the channel does not hold (406)
   void dispatch();                      // hands queued messages to consumers, anywhere
+  // A routed message into queue `name`: a stream appends it, a TTL queue stamps its expiry.
+  void enqueue(const std::string& name, Message m);
+  // Where queue `from` sends a message it expired or that was rejected without requeue
+  // (nowhere without x-dead-letter-exchange).
+  void dead_letter(const std::string& from, Message m, const std::string& reason);
+  [[nodiscard]] std::optional<engine::Instant> next_expiry() const;
+  void expire(engine::Instant now);  // every queue's head past its TTL, dead-lettered
+  [[nodiscard]] bool is(const std::string& queue, std::string_view type) const {
+    auto it = queue_info.find(queue);
+    return it != queue_info.end() && it->second.type == type;
+  }
+  // Retention: up to `n` of the stream's oldest entries go, none a live consumer has still to
+  // read (a reader keeps its segment open) and never the newest (RabbitMQ keeps the segment
+  // being written); how many went.
+  std::size_t truncate(const std::string& stream, std::size_t n);
   static std::string key_of(std::string_view body) { return std::string(body.substr(0, body.find(':'))); }
 };
 
@@ -206,6 +247,15 @@ class FakeBroker {
     consumers_by_tag_.clear();
     if (config_.world) {
       std::erase(config_.world->brokers, this);
+      // Its exclusive queues go with it.
+      for (auto it = config_.world->queue_info.begin(); it != config_.world->queue_info.end();) {
+        if (it->second.exclusive_owner == id_) {
+          config_.world->queues.erase(it->first);
+          it = config_.world->queue_info.erase(it);
+        } else {
+          ++it;
+        }
+      }
       config_.world->dispatch();
     }
   }
@@ -337,6 +387,7 @@ class FakeBroker {
     BrokerWorld::Message message;
     bool stream = false;  // delivered to a stream subscription
     std::string tag;      // the consumer it went to; empty for basic.get
+    bool from_stream = false;  // an entry of a stream queue: never requeued, only acked
   };
   struct Incoming {  // a publish whose content is still arriving
     std::string exchange, routing_key, body;
@@ -344,6 +395,7 @@ class FakeBroker {
     std::string correlation_id, reply_to;
     std::uint64_t body_left = 0;
     bool have_header = false;
+    BrokerWorld::Message meta;  // the content header's other properties
   };
   struct ModelChannel {
     bool closing = false;  // the broker sent channel.close and waits for close-ok
@@ -363,6 +415,7 @@ class FakeBroker {
     bool no_ack = false;
     bool stream = false;  // subscribed with x-stream-offset
     std::uint16_t limit = 0;  // its prefetch (0: none)
+    std::uint64_t cursor = 0;  // a stream queue's consumer: the next offset it gets
   };
   friend struct BrokerWorld;
 
@@ -376,8 +429,10 @@ class FakeBroker {
     if (!config_.world) return;
     // Back to the head of their queues, in delivery order, marked redelivered.
     for (auto it = ch.unacked.rbegin(); it != ch.unacked.rend(); ++it) {
+      if (it->second.from_stream) continue;
       auto m = it->second.message;
       m.redelivered = true;
+      if (config_.world->is(it->second.queue, "quorum")) ++m.delivery_count;
       config_.world->queues[it->second.queue].push_front(std::move(m));
     }
     ch.unacked.clear();
@@ -409,17 +464,31 @@ class FakeBroker {
     }
     send(channel, wire::BasicAck{seq, false});
   }
-  void deliver_to(const std::string& tag, ModelConsumer& c, BrokerWorld::Message m) {
+  void deliver_to(const std::string& tag, ModelConsumer& c, BrokerWorld::Message m,
+                  std::optional<std::uint64_t> stream_offset = std::nullopt) {
     auto& ch = channels_[c.channel];
     const std::uint64_t dtag = ++ch.next_delivery_tag;
     ++config_.world->delivered[tag];
     wire::BasicProperties p;
     if (!m.correlation_id.empty()) p.correlation_id = m.correlation_id;
     if (!m.reply_to.empty()) p.reply_to = m.reply_to;
-    if (!m.headers.empty()) p.headers = wire::TableRef::validated(m.headers);
-    (void)wire::write_content(out_, c.channel, wire::BasicDeliver{tag, dtag, m.redelivered, "", c.queue}, p,
-                              std::as_bytes(std::span{m.body.data(), m.body.size()}), frame_max_);
-    if (!c.no_ack) ch.unacked.emplace(dtag, Unacked{c.queue, std::move(m), c.stream, tag});
+    if (!m.message_id.empty()) p.message_id = m.message_id;
+    if (!m.user_id.empty()) p.user_id = m.user_id;
+    if (!m.type.empty()) p.type = m.type;
+    p.delivery_mode = m.delivery_mode;
+    // What the broker adds on the way out: a quorum queue's count, a stream's offset.
+    std::optional<wire::FieldTable> added = m.table;
+    if (m.delivery_count > 0 || stream_offset) {
+      if (!added && m.headers.empty()) added.emplace();
+      if (added && m.delivery_count > 0) added->set("x-delivery-count", static_cast<std::int64_t>(m.delivery_count));
+      if (added && stream_offset) added->set("x-stream-offset", static_cast<std::int64_t>(*stream_offset));
+    }
+    if (added) p.headers = wire::TableRef(*added);
+    else if (!m.headers.empty()) p.headers = wire::TableRef::validated(m.headers);
+    const std::string routing_key = m.routing_key;
+    (void)wire::write_content(out_, c.channel, wire::BasicDeliver{tag, dtag, m.redelivered, "", routing_key.empty() ? c.queue : routing_key},
+                              p, std::as_bytes(std::span{m.body.data(), m.body.size()}), frame_max_);
+    if (!c.no_ack) ch.unacked.emplace(dtag, Unacked{c.queue, std::move(m), c.stream, tag, stream_offset.has_value()});
   }
   // Whether a consumer holds as many unacked deliveries as its prefetch (or its channel as
   // many as the channel's global one) allows.
@@ -440,11 +509,19 @@ class FakeBroker {
       auto chit = channels_.find(c.channel);
       if (chit == channels_.end() || chit->second.closing) continue;
       if (!c.no_ack && full(chit->second, tag, c)) continue;  // prefetch reached: RabbitMQ waits for acks
+      if (auto s = config_.world->streams.find(c.queue); s != config_.world->streams.end()) {
+        c.cursor = std::max(c.cursor, s->second.first);  // retention passed it: on from the oldest
+        if (c.cursor >= s->second.end()) continue;
+        const auto offset = c.cursor++;
+        deliver_to(tag, c, s->second.entries[static_cast<std::size_t>(offset - s->second.first)], offset);
+        any = true;
+        continue;
+      }
       auto q = config_.world->queues.find(c.queue);
       if (q == config_.world->queues.end() || q->second.empty()) continue;
       auto m = std::move(q->second.front());
       q->second.pop_front();
-      if (++m.deliveries > BrokerWorld::max_deliveries) {
+      if (++m.deliveries > config_.world->max_deliveries) {
         config_.world->bounced.push_back(BrokerWorld::key_of(m.body));
         continue;
       }
@@ -491,6 +568,16 @@ class FakeBroker {
         if (h->properties.correlation_id) in->correlation_id = std::string(*h->properties.correlation_id);
         if (h->properties.reply_to) in->reply_to = std::string(*h->properties.reply_to);
         if (h->properties.correlation_id) last_correlation_id = in->correlation_id;
+        auto& meta = in->meta;
+        const auto& pr = h->properties;
+        if (pr.headers) {
+          if (auto t = pr.headers->to_table(); t.ok()) meta.table = std::move(*t);
+          else meta.headers.assign(pr.headers->encoded().begin(), pr.headers->encoded().end());
+        }
+        if (pr.message_id) meta.message_id = std::string(*pr.message_id);
+        if (pr.user_id) meta.user_id = std::string(*pr.user_id);
+        if (pr.type) meta.type = std::string(*pr.type);
+        meta.delivery_mode = pr.delivery_mode;
       } else {
         in->body.append(reinterpret_cast<const char*>(f.payload.data()), f.payload.size());
         in->body_left -= std::min<std::uint64_t>(in->body_left, f.payload.size());
@@ -543,7 +630,7 @@ class FakeBroker {
         backlog_.back().payload = backlog_.back().bytes;
         return;
       }
-      ch.incoming = Incoming{std::string(p->exchange), std::string(p->routing_key), {}, p->mandatory, {}, {}, 0, false};
+      ch.incoming = Incoming{std::string(p->exchange), std::string(p->routing_key), {}, p->mandatory, {}, {}, 0, false, {}};
       return;
     }
     if (const auto* c = std::get_if<wire::ConfirmSelect>(&m)) {
@@ -553,7 +640,25 @@ class FakeBroker {
     }
     if (const auto* q = std::get_if<wire::QueueDeclare>(&m)) {
       std::string name = q->queue.empty() ? "amq.gen-" + std::to_string(++generated_) : std::string(q->queue);
-      auto& queue = config_.world->queues[name];
+      auto& world = *config_.world;
+      const bool exists = world.queues.contains(name);
+      if (auto info = world.queue_info.find(name);
+          exists && info != world.queue_info.end() && info->second.exclusive_owner && info->second.exclusive_owner != id_)
+        return begin_channel_close(chn, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '" + name + "' in vhost '/'", 50, 10);
+      if (q->passive && !exists) return begin_channel_close(chn, 404, "NOT_FOUND - no queue '" + name + "' in vhost '/'", 50, 10);
+      if (!q->passive) {
+        auto arguments = q->arguments.to_table();
+        auto asked = ModelQueueInfo::from(arguments.ok() ? *arguments : wire::FieldTable{});
+        if (q->exclusive) asked.exclusive_owner = id_;
+        if (auto info = world.queue_info.find(name); exists && info != world.queue_info.end()) {
+          if (auto arg = info->second.inequivalent(asked))
+            return begin_channel_close(chn, 406, "PRECONDITION_FAILED - inequivalent arg '" + *arg + "' for queue '" + name + "' in vhost '/'", 50, 10);
+        } else if (!exists || asked.type != "classic" || asked.ttl_ms || asked.dlx) {
+          world.queue_info[name] = asked;
+          if (asked.type == "stream") world.streams[name];
+        }
+      }
+      auto& queue = world.queues[name];
       queue_name_ = name;
       std::uint32_t consumers = 0;
       for (auto* b : config_.world->brokers)
@@ -625,7 +730,21 @@ class FakeBroker {
       queue_name_ = queue;
       auto arguments = c->arguments.to_table();
       const bool stream = arguments.ok() && arguments->find("x-stream-offset") != nullptr;
-      consumers_by_tag_[tag] = ModelConsumer{chn, queue, c->no_ack, stream, ch.prefetch};
+      std::uint64_t cursor = 0;
+      if (auto s = config_.world->streams.find(queue); s != config_.world->streams.end()) {
+        // RabbitMQ 3.10: a stream consumer needs a prefetch and acks; it starts where
+        // x-stream-offset says ("next" when absent), clamped to what the stream holds.
+        if (ch.prefetch == 0 || c->no_ack)
+          return begin_channel_close(chn, 406, "PRECONDITION_FAILED - consumer prefetch count is not set for '" + queue + "'", 60, 20);
+        const auto& log = s->second;
+        cursor = log.end();
+        if (const auto* v = arguments.ok() ? arguments->find("x-stream-offset") : nullptr) {
+          if (auto n = ModelQueueInfo::integer(*v)) cursor = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(*n, 0)), log.first, log.end());
+          else if (auto t = ModelQueueInfo::text(*v); t == "first") cursor = log.first;
+          else if (t == "last") cursor = log.entries.empty() ? log.end() : log.end() - 1;
+        }
+      }
+      consumers_by_tag_[tag] = ModelConsumer{chn, queue, c->no_ack, stream, ch.prefetch, cursor};
       if (!c->no_wait) send(chn, wire::BasicConsumeOk{tag});
       config_.world->dispatch();
       return;
@@ -674,6 +793,7 @@ class FakeBroker {
       tags.push_back(tag);
     }
     if (tags.empty() && !(multiple && tag == 0)) {
+      config_.world->unknown_tags.push_back("PRECONDITION_FAILED - unknown delivery tag " + std::to_string(tag));
       begin_channel_close(chn, 406, "PRECONDITION_FAILED - unknown delivery tag " + std::to_string(tag), 60,
                           requeue_it ? 120 : 80);
       return;
@@ -682,12 +802,16 @@ class FakeBroker {
       auto u = std::move(ch.unacked.at(t));
       ch.unacked.erase(t);
       if (requeue_it && u.stream) config_.world->stream_rejected.push_back(BrokerWorld::key_of(u.message.body));
+      if (u.from_stream) continue;  // a stream keeps its entries: settling only moves the credit on
       if (requeue_it && *requeue_it) {
         u.message.redelivered = true;
+        if (config_.world->is(u.queue, "quorum")) ++u.message.delivery_count;
         config_.world->queues[u.queue].push_front(std::move(u.message));
+      } else if (requeue_it) {
+        config_.world->dead_letter(u.queue, std::move(u.message), "rejected");
       }
     }
-    if (requeue_it && *requeue_it) config_.world->dispatch();
+    config_.world->dispatch();  // credit freed, or requeued messages
   }
 
   static constexpr std::string_view direct_reply_to = "amq.rabbitmq.reply-to";
@@ -729,10 +853,20 @@ class FakeBroker {
       }
       reply_to = std::string(direct_reply_to) + "." + std::to_string(id_) + "." + std::to_string(chn);
     }
+    // RabbitMQ checks user_id against the connection's user before routing: 406.
+    if (!in.meta.user_id.empty() && in.meta.user_id != world.user) {
+      world.user_id_refused.push_back("PRECONDITION_FAILED - user_id property set to '" + in.meta.user_id +
+                                      "' but authenticated user was '" + world.user + "'");
+      return begin_channel_close(chn, 406, world.user_id_refused.back(), 60, 40);
+    }
     std::uint64_t seq = 0;
     if (ch.confirm) seq = ++ch.seq;
     bool routed = false;
-    const BrokerWorld::Message message{in.body, in.correlation_id, reply_to, false};
+    BrokerWorld::Message message = std::move(in.meta);
+    message.body = in.body;
+    message.correlation_id = in.correlation_id;
+    message.reply_to = reply_to;
+    message.routing_key = in.routing_key;
     if (in.exchange.empty() && in.routing_key == "rpc") {
       routed = true;
       // An RPC server that answers at once, through direct reply-to on this channel.
@@ -741,17 +875,17 @@ class FakeBroker {
     } else if (in.exchange.empty() && in.routing_key.starts_with(std::string(direct_reply_to) + ".")) {
       routed = route_reply(world, in.routing_key, message);
     } else if (in.exchange.empty()) {
-      if (auto q = world.queues.find(in.routing_key); q != world.queues.end()) {
+      if (world.queues.contains(in.routing_key)) {
         routed = true;
-        q->second.push_back(message);
+        world.enqueue(in.routing_key, message);
       }
     } else {
       auto queues = world.exchanges.route(in.exchange, in.routing_key);
       if (!queues) return begin_channel_close(chn, 404, "NOT_FOUND - no exchange '" + in.exchange + "' in vhost '/'", 60, 40);
       for (const auto& name : *queues)
-        if (auto q = world.queues.find(name); q != world.queues.end()) {
+        if (world.queues.contains(name)) {
           routed = true;
-          q->second.push_back(message);
+          world.enqueue(name, message);
         }
     }
     if (!routed && in.mandatory) {
@@ -834,6 +968,64 @@ inline void BrokerWorld::dispatch() {
   }
 }
 
+inline void BrokerWorld::enqueue(const std::string& name, Message m) {
+  m.redelivered = false;
+  m.delivery_count = 0;
+  m.expires_at.reset();
+  if (auto s = streams.find(name); s != streams.end()) return s->second.entries.push_back(std::move(m));
+  if (auto info = queue_info.find(name); info != queue_info.end() && info->second.ttl_ms && clock)
+    m.expires_at = clock() + std::chrono::milliseconds(*info->second.ttl_ms);
+  queues[name].push_back(std::move(m));
+}
+
+inline void BrokerWorld::dead_letter(const std::string& from, Message m, const std::string& reason) {
+  auto info = queue_info.find(from);
+  if (info == queue_info.end() || !info->second.dlx) return;
+  const std::string exchange = *info->second.dlx;
+  const std::string key = info->second.dlrk.value_or(m.routing_key);
+  if (!m.table) m.table.emplace();  // headers the model could not decode are replaced, as RabbitMQ would fail to
+  add_death(*m.table, from, reason, exchange, m.routing_key);
+  m.headers.clear();
+  dead_lettered.push_back(from + " " + reason + " " + m.message_id);
+  m.routing_key = key;
+  std::vector<std::string> targets;
+  if (exchange.empty()) targets.push_back(key);
+  else if (auto r = exchanges.route(exchange, key)) targets = *r;
+  for (const auto& t : targets)
+    if (queues.contains(t)) enqueue(t, m);
+}
+
+inline std::size_t BrokerWorld::truncate(const std::string& stream, std::size_t n) {
+  auto it = streams.find(stream);
+  if (it == streams.end()) return 0;
+  auto& s = it->second;
+  std::uint64_t keep_from = s.entries.empty() ? s.end() : s.end() - 1;
+  for (auto* b : brokers)
+    for (const auto& [tag, c] : b->consumers_by_tag_)
+      if (c.queue == stream) keep_from = std::min(keep_from, std::max(c.cursor, s.first));
+  n = std::min<std::size_t>(n, static_cast<std::size_t>(keep_from - s.first));
+  s.entries.erase(s.entries.begin(), s.entries.begin() + static_cast<std::ptrdiff_t>(n));
+  s.first += n;
+  return n;
+}
+
+inline std::optional<engine::Instant> BrokerWorld::next_expiry() const {
+  std::optional<engine::Instant> next;
+  for (const auto& [name, q] : queues)
+    if (!q.empty() && q.front().expires_at && (!next || *q.front().expires_at < *next)) next = q.front().expires_at;
+  return next;
+}
+
+inline void BrokerWorld::expire(engine::Instant now) {
+  for (auto& [name, q] : queues)
+    while (!q.empty() && q.front().expires_at && *q.front().expires_at <= now) {
+      auto m = std::move(q.front());
+      q.pop_front();
+      dead_letter(name, std::move(m), "expired");
+    }
+  dispatch();
+}
+
 // amq.rabbitmq.reply-to.<broker>.<channel>: the caller's reply consumer, wherever it is.
 inline bool route_reply(BrokerWorld& world, std::string_view routing_key, BrokerWorld::Message m) {
   auto rest = routing_key.substr(FakeBroker::direct_reply_to.size() + 1);
@@ -857,6 +1049,11 @@ class FakeDriver final : public client::Driver {
   std::map<std::uint16_t, FakeBroker::Config> broker_configs;
   int dials = 0;
   std::vector<std::uint16_t> dialled;  // every dial's port, in order
+  // A model broker whose TTLs run on this clock: its queues' heads expire as time passes.
+  void run_world_clock(BrokerWorld& world) {
+    timed_world_ = &world;
+    world.clock = [this] { return now_; };
+  }
 
   engine::Instant now() override { return now_; }
 
@@ -954,6 +1151,14 @@ class FakeDriver final : public client::Driver {
           deaf_at = at;
         }
       }
+      // A TTL queue's head expiring before anything else falls due.
+      if (timed_world_)
+        if (auto at = timed_world_->next_expiry();
+            at && *at <= until && (!next || *at < *next->deadline) && (!beat || *at < *beat->heartbeat_at) && (!deaf_at || *at < *deaf_at)) {
+          now_ = std::max(now_, *at);
+          timed_world_->expire(now_);
+          continue;
+        }
       if (deaf) {
         now_ = *deaf_at;
         deaf->broker->world()->heartbeat_missed.push_back(std::to_string(deaf->endpoint.port));
@@ -1170,6 +1375,7 @@ class FakeDriver final : public client::Driver {
   }
 
   engine::Instant now_ = engine::Instant{} + 1000s;
+  BrokerWorld* timed_world_ = nullptr;
   std::deque<std::function<void()>> posted_;
   std::vector<FakeTimer*> timers_;
   std::vector<FakeStream*> live_;

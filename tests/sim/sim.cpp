@@ -874,7 +874,7 @@ struct Sim::Impl {
                 "(RabbitMQ 3.10-3.12 closes the connection for that)");
     for (const auto& key : world.bounced)
       violation("deliveries: " + key + " went back and forth between broker and client " +
-                std::to_string(test::BrokerWorld::max_deliveries) + " times (the client rejects what it was handed)");
+                std::to_string(world.max_deliveries) + " times (the client rejects what it was handed)");
     for (const auto& port : world.heartbeat_missed)
       violation("heartbeats: the broker on port " + port +
                 " heard nothing from the client for two heartbeat intervals and dropped the connection");

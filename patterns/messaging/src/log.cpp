@@ -318,6 +318,18 @@ void Log::follow(From from, std::function<void(const client::Delivery& d, std::u
       self->subscribe_tail(from, resolved, on_entry, on_end, done);
     });
   }
+  // "first" moves too (retention): resolved to the oldest entry now, so a tail away before its
+  // first entry comes back asking for that offset and reports what retention took meanwhile.
+  // An empty stream starts at 0 (RabbitMQ never empties a stream that had entries: it keeps
+  // the segment being written).
+  if (!from.offset && from.position == "first") {
+    auto self = shared_from_this();
+    return oldest([self, on_entry, on_end, done](Result<std::optional<std::uint64_t>> oldest) {
+      if (!oldest) return done(oldest.error());
+      const std::uint64_t resolved = oldest->value_or(0);
+      self->subscribe_tail({.offset = resolved}, resolved, on_entry, on_end, done);
+    });
+  }
   subscribe_tail(from, from.offset, on_entry, on_end, done);
 }
 

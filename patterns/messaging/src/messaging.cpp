@@ -67,7 +67,9 @@ Result<std::shared_ptr<Messaging>> Messaging::create(std::unique_ptr<ChannelSour
 }
 
 Messaging::Messaging(std::unique_ptr<ChannelSource> source, Options options)
-    : source_(std::move(source)), options_(std::move(options)), random_(std::random_device{}()) {}
+    : source_(std::move(source)),
+      options_(std::move(options)),
+      random_(options_.random_seed ? *options_.random_seed : std::random_device{}()) {}
 
 Messaging::~Messaging() {
   // Dropped without close(): the channels go with it (the connection stays the caller's).

@@ -11,7 +11,7 @@ std::shared_ptr<Subscription> Subscription::start(std::shared_ptr<Messaging> lay
 }
 
 Subscription::Subscription(std::shared_ptr<Messaging> layer, SubscriptionSpec spec, client::Callback<void> ready)
-    : layer_(layer), driver_(layer->driver()), spec_(std::move(spec)), ready_(std::move(ready)) {}
+    : layer_(layer), driver_(layer->driver()), spec_(std::move(spec)), ready_(std::move(ready)), random_(layer->draw_seed()) {}
 
 Subscription::~Subscription() {
   if (timer_) timer_->cancel();

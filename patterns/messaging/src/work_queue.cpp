@@ -186,7 +186,7 @@ Result<std::shared_ptr<WorkQueue>> WorkQueue::create(std::shared_ptr<Messaging> 
 }
 
 WorkQueue::WorkQueue(std::shared_ptr<Messaging> layer, WorkQueueOptions options)
-    : layer_(std::move(layer)), options_(std::move(options)), random_(std::random_device{}()) {
+    : layer_(std::move(layer)), options_(std::move(options)), random_(layer_->draw_seed()) {
   queue_ = layer_->name(options_.name);
   dlq_ = queue_ + ".dlq";
 }

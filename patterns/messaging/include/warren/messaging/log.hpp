@@ -83,7 +83,8 @@ class Log : public std::enable_shared_from_this<Log> {
   // ends for good (`on_end`, once). A closed channel (a deleted stream, say) is consumed again
   // with backoff from the entry after the last one handed on; so is a lost connection when
   // the layer runs on a Session. "next" and "last" are resolved against the tip when the tail
-  // starts, so an outage before the first entry loses nothing appended meanwhile; entries
+  // starts, and "first" against the oldest entry, so an outage before the first entry loses
+  // nothing appended meanwhile (and reports what retention took as a gap); entries
   // below a numeric `from` are never handed on. Consumed again, a first entry past the one
   // asked for (trimmed meanwhile) is reported to on_gap and the tail goes on from it.
   void follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,

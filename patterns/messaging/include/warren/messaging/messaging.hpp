@@ -41,6 +41,9 @@ struct Options {
   std::chrono::milliseconds inbox_ttl{60000};  // x-expires of a service group's shared queue
   std::uint64_t stream_max_bytes = 0;  // a log's stream: 0 means no x-max-length-bytes
   std::function<void(const Event&)> on_event;  // optional: the layer's log
+  // Seeds every draw the layer makes (resubscribe jitter, retry jitter, UUIDs), so a test on
+  // a virtual clock replays exactly; unset: random_device.
+  std::optional<std::uint64_t> random_seed;
 };
 
 // Where the layer's channels come from: a plain connection, or a Session (whose connection
@@ -107,6 +110,8 @@ class Messaging : public std::enable_shared_from_this<Messaging> {
   void track(const std::shared_ptr<Subscription>& subscription);
   void report(Event event);
   void connection_lost(const Error& cause);  // once: every subscription is over for good
+  // A seed for a pattern's own generator, drawn from the layer's (see Options::random_seed).
+  [[nodiscard]] std::uint32_t draw_seed() { return static_cast<std::uint32_t>(random_()); }
 
  private:
   Messaging(std::unique_ptr<ChannelSource> source, Options options);

@@ -68,7 +68,7 @@ class Subscription : public std::enable_shared_from_this<Subscription> {
   client::Channel channel_;
   client::Consumer consumer_;
   std::unique_ptr<client::Timer> timer_;
-  std::mt19937 random_{std::random_device{}()};
+  std::mt19937 random_;  // seeded by the layer (Options::random_seed)
   std::uint32_t failures_ = 0;  // in a row, for the backoff
   std::uint32_t resubscribed_ = 0;
   bool consuming_ = false;

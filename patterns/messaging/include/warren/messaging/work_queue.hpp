@@ -40,7 +40,7 @@ struct WorkQueueOptions {
   std::string name;            // the queue is "<prefix>.<name>"
   std::uint32_t attempts = 5;  // a message is tried this many times, then dead-lettered
   Backoff backoff;             // 1 s → 60 s: also fixes the retry queues' delay levels
-  // Uniform draws in [0, 1) for the jitter; unset: a generator seeded from random_device.
+  // Uniform draws in [0, 1) for the jitter; unset: a generator seeded by the layer.
   std::function<double()> random;
 };
 
