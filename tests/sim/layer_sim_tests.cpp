@@ -16,6 +16,8 @@ rc::Gen<Op> gen_op() {
       {8, Op::put},        {2, Op::foreign},     {4, Op::worker},  {4, Op::mode},    {2, Op::settle_held},
       {1, Op::stop_worker}, {8, Op::append},     {4, Op::read},    {3, Op::tail},    {1, Op::close_tail},
       {10, Op::advance},   {2, Op::cut},         {2, Op::close_channel}, {1, Op::hold_confirms}, {2, Op::truncate},
+      {3, Op::pipe_start}, {8, Op::pipe_put},    {3, Op::pipe_release}, {2, Op::pipe_drain}, {1, Op::pipe_cut},
+      {2, Op::pipe_hold},
   });
 }
 
@@ -76,6 +78,15 @@ TEST(LayerRegressions, a_held_confirm_is_retried_in_time_not_in_a_loop) {
 // the view settles once (a second ack is a 406 that closes the tail's channel).
 TEST(LayerRegressions, an_application_acking_a_tail_entry_settles_nothing_twice) {
   replay({{Op::append, 0, 0}, {Op::advance, 0, 3}, {Op::tail, 1, 0}, {Op::advance, 0, 3}});
+}
+
+// F10: a drain hands back what the core never started, named by the core. With one record in
+// its stage, two waiting (prefetch 5 over concurrency 1) and an undecodable one whose
+// envelope's confirm is held, the drain used to requeue the undecodable one (its envelope on
+// its way: a second one later) and never hand back a waiting one (waiting out its deadline).
+TEST(LayerRegressions, a_pipeline_drain_hands_back_what_the_core_held) {
+  replay({{Op::pipe_start, 0, 4}, {Op::pipe_hold, 0, 1}, {Op::pipe_put, 0, 3}, {Op::pipe_put, 0, 0}, {Op::pipe_put, 0, 0},
+          {Op::pipe_put, 0, 4}, {Op::pipe_drain, 0, 0}, {Op::pipe_release, 0, 0}, {Op::pipe_hold, 0, 0}, {Op::advance, 0, 5}});
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 // the log on them, the callback ledger and the invariants (see layers.hpp).
 #include "sim/layers.hpp"
 
+#include "sim/ledger.hpp"
+#include "sim/pipe_sim.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -42,7 +45,8 @@ const char* name(Op op) {
   case Op::n: \
     return #n;
     X(put) X(foreign) X(worker) X(mode) X(settle_held) X(stop_worker) X(append) X(read) X(tail) X(close_tail)
-    X(advance) X(cut) X(close_channel) X(hold_confirms) X(truncate)
+    X(advance) X(cut) X(close_channel) X(hold_confirms) X(truncate) X(pipe_start) X(pipe_put) X(pipe_release)
+    X(pipe_drain) X(pipe_cut) X(pipe_hold)
 #undef X
   }
   return "?";
@@ -59,24 +63,12 @@ struct LayerSim::Impl {
   BrokerWorld& world;
 
   // ---- the ledger (declared first: destroyed last, after every object that may call back)
-  struct Callback {
-    std::string what;
-    int calls = 0;
-    bool owed = true;  // must run once; otherwise at most once
-  };
-  std::vector<Callback> callbacks;
-  std::vector<std::string> violations;
+  Ledger ledger;
+  std::vector<std::string>& violations = ledger.violations;
   bool finishing = false;
-
-  int reg(std::string what, bool owed = true) {
-    callbacks.push_back({std::move(what), 0, owed});
-    return static_cast<int>(callbacks.size()) - 1;
-  }
-  void hit(int id) {
-    auto& cb = callbacks[static_cast<std::size_t>(id)];
-    if (++cb.calls == 2) violation("exactly once: " + cb.what + " ran twice");
-  }
-  void violation(std::string text) { violations.push_back(std::move(text)); }
+  int reg(std::string what, bool owed = true) { return ledger.reg(std::move(what), owed); }
+  void hit(int id) { ledger.hit(id); }
+  void violation(std::string text) { ledger.violation(std::move(text)); }
 
   // ---- the work queue: copies made and seen, by message id and attempt
   std::map<std::string, std::map<std::uint32_t, int>> made, fresh;
@@ -121,6 +113,7 @@ struct LayerSim::Impl {
   std::vector<std::shared_ptr<Worker>> workers;
   std::deque<WorkItem> held;
   std::vector<std::shared_ptr<Tail>> tails;
+  std::unique_ptr<PipeSim> pipe;
 
   explicit Impl(LayerSim& s) : driver(s.driver), world(s.world) {
     driver.run_world_clock(world);
@@ -142,9 +135,11 @@ struct LayerSim::Impl {
       side.jobs = *WorkQueue::create(side.layer, {.name = "jobs", .attempts = attempts, .backoff = {.base = 100ms, .max = 400ms}});
       side.log = *Log::create(side.layer, {.name = "events"});
     }
+    pipe = std::make_unique<PipeSim>(driver, world, ledger);
     driver.run();
   }
   ~Impl() {
+    pipe.reset();
     held.clear();
     tails.clear();
     workers.clear();
@@ -418,6 +413,12 @@ struct LayerSim::Impl {
         if (auto* b = broker(c.a)) b->hold_confirms(c.b % 2 == 1);
         break;
       case Op::truncate: truncated += world.truncate(stream_queue, 1 + static_cast<std::size_t>(c.b) % 3); break;
+      case Op::pipe_start: pipe->start(1 + c.a % 2, 1 + c.b % 5); break;
+      case Op::pipe_put: pipe->put(c.b % 6, c.a % 2 == 1); break;
+      case Op::pipe_release: pipe->release(); break;
+      case Op::pipe_drain: pipe->drain(); break;
+      case Op::pipe_cut: pipe->cut(); break;
+      case Op::pipe_hold: pipe->hold(c.b % 2 == 1); break;
     }
     driver.run();
     check();
@@ -433,6 +434,7 @@ struct LayerSim::Impl {
     world.stream_rejected.clear();
     for (const auto& k : world.bounced) violation("puts: a message bounced between broker and client " + std::to_string(world.max_deliveries) + " times: " + k);
     world.bounced.clear();
+    pipe->check();
     for (const auto& [id, n] : deliveries_now)
       if (n > hot_loop) violation("puts: " + id + " was redelivered " + std::to_string(n) + " times at one instant (a hot loop)");
     throw_if_broken();
@@ -484,6 +486,7 @@ struct LayerSim::Impl {
         }
       }
     }
+    pipe->finish();
     throw_if_broken();
 
     // Close everything; every callback then ran exactly once and the loop is quiet.
@@ -504,21 +507,21 @@ struct LayerSim::Impl {
       const int cb = reg("layer close");
       s.layer->close([this, cb](Result<void>) { hit(cb); });
     }
+    pipe->close();
     driver.advance(5000ms);
     for (auto& s : sides) {
       const int cb = reg("session close");
       s.session->close([this, cb](Result<void>) { hit(cb); });
     }
     driver.advance(60000ms);
-    for (const auto& cb : callbacks)
-      if (cb.owed && cb.calls == 0) violation("exactly once: " + cb.what + " never ran");
+    ledger.check_all_ran();
     if (driver.armed_timers() != 0) violation("quiet loop: " + std::to_string(driver.armed_timers()) + " timers armed after everything closed");
     if (driver.open_streams() != 0) violation("quiet loop: " + std::to_string(driver.open_streams()) + " streams open after everything closed");
     if (std::getenv("LAYER_SIM_STATS"))
       std::fprintf(stderr, "puts %zu confirmed, %zu foreign, %zu done, %zu dead-lettered; stream %llu..%llu; %zu tails; %zu callbacks\n",
                    confirmed_puts.size(), foreign_puts.size(), done_ids.size(), world.queues[dead_letter_queue].size(),
                    static_cast<unsigned long long>(stream().first), static_cast<unsigned long long>(stream().end()), tails.size(),
-                   callbacks.size());
+                   ledger.callbacks.size());
     if (std::getenv("LAYER_SIM_STATS"))
       for (const auto& t : tails) {
         std::fprintf(stderr, "  tail from %s start %lld ended %d closed %d gaps %zu offsets", t->from.c_str(),

@@ -24,6 +24,10 @@
 //   tails          a tail hands on each offset at most once, in order, each the entry the
 //                  stream holds there, and skips one only where its log reported a gap; at
 //                  the end a live tail has had every offset from where it started
+//   pipeline       each delivery settled once and one at a time (never a multiple ack), by
+//                  its record's outcome (what the stage said); at the end every record is
+//                  where its outcome puts it (the destination, the dead-letter queue, or
+//                  nowhere when skipped), and, unless a fault could duplicate it, once
 //   exactly once   every callback handed in runs exactly once by the end
 //   quiet loop     once everything is closed: no armed timer, no open stream
 //
@@ -57,6 +61,16 @@ enum class Op : std::uint8_t {
   close_channel, // the broker closes session a % 2's b-th open channel (406)
   hold_confirms, // session a % 2's broker holds confirms (b odd) or sends them
   truncate,      // retention drops the stream's 1 + b % 3 oldest entries no reader is on
+  // the pipeline (a queue pipeline on a plain connection of its own, port 5003, as `warren
+  // pipe` runs: restarted by the sim, as by a service manager, once it stopped)
+  pipe_start,    // concurrency 1 + a % 2, prefetch 1 + b % 5
+  pipe_put,      // a record in its source: b % 6 = completes, fails (dead-lettered), skipped,
+                 // held in its stage, undecodable headers, fails once (requeued); a odd: from
+                 // another user
+  pipe_release,  // the oldest record held in a stage completes
+  pipe_drain,    // drain(5 s)
+  pipe_cut,      // its connection is reset
+  pipe_hold,     // its broker holds confirms (b odd) or sends them
 };
 
 struct Cmd {
