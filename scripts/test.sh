@@ -175,9 +175,74 @@ for t in "${all_tests[@]}"; do
   [[ " ${lane_a_tests[*]} ${lane_f_tests[*]} " == *" $t "* ]] || lane_b_tests+=("$t")
 done
 
+
+# Packaging: install into a scratch root and build examples against the installed headers
+# and pkg-config files alone, as a user's warnings-as-errors build would (the quick start
+# with GCC, the Asio coroutine example with clang, which needs what Asio cannot detect), then
+# run them against the broker.
+install_check() {
+  local dest pcdir flags asio_flags url="amqp://127.0.0.1:${RMQ_PORT:-1}/%2f"
+  dest=$(mktemp -d)
+  meson install --no-rebuild -C build-ci --destdir "$dest" >/dev/null || return 1
+  pcdir=$(dirname "$(find "$dest" -name warren-uv.pc | head -n 1)")
+  flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --static --cflags --libs warren-uv) || return 1
+  asio_flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --static --cflags --libs warren-asio) || return 1
+  g++ -std=c++20 -Wall -Wextra -Werror examples/uv_quick_start.cpp $flags -o "$dest/example" &&
+    "$dest/example" "$url" | tail -n 1 &&
+    clang++-14 -std=c++20 -Wall -Wextra -Werror examples/asio_coroutine.cpp $asio_flags -o "$dest/asio-example" &&
+    "$dest/asio-example" "$url" | tail -n 1
+  local rc=$?
+  rm -rf "$dest"
+  return $rc
+}
+
+# The same through the CMake package: find_package(warren) with CMAKE_PREFIX_PATH at the
+# scratch root's prefix (tests/cmake), then the example runs against the broker.
+cmake_install_check() {
+  local dest prefix
+  dest=$(mktemp -d)
+  meson install --no-rebuild -C build-ci --destdir "$dest" >/dev/null || return 1
+  prefix=$(meson introspect build-ci --buildoptions |
+    /usr/bin/python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+  cmake -S tests/cmake -B "$dest/cmake-build" -DCMAKE_PREFIX_PATH="$dest$prefix" >"$dest/cmake.log" &&
+    cmake --build "$dest/cmake-build" >>"$dest/cmake.log" &&
+    "$dest/cmake-build/uv-quick-start" "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" | tail -n 1 &&
+    "$dest/cmake-build/asio-coroutine" "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" | tail -n 1
+  local rc=$?
+  ((rc == 0)) || tail -n 30 "$dest/cmake.log"
+  rm -rf "$dest"
+  return $rc
+}
+
+# The side-by-side benchmark script, one small round on the default build's programs, so it
+# keeps working (the figures in docs/benchmarks.md come from a full run: bench/compare.sh).
+bench_smoke() {
+  local out
+  out=$(mktemp -d)
+  bench/compare.sh --build build-ci --rounds 1 --count 2000 --scale-seconds 1 --out "$out" >"$out/log" 2>&1 &&
+    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 15 && [[ -s $out/benchmarks.png && -s $out/benchmarks-scale.png ]] &&
+    grep -q '^| warren-uv-batch |' "$out/benchmarks.md" && grep -q '^| asio | 1 × 100 |' "$out/benchmarks.md"
+  local rc=$?
+  ((rc == 0)) || tail -n 30 "$out/log"
+  rm -rf "$out"
+  return $rc
+}
+
+# What runs on broker A after its suites, in its lane (nothing here needs another lane).
+after_broker_a_suites() {
+  step "codec demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
+  step "demo against the broker" build-ci/tools/warren-demo --url "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" --count 5000 --rpc 100
+  step "install, then build an example against the installed pkg-config files" install_check
+  step "install, then build an example with CMake against the installed package" cmake_install_check
+  step "benchmark script (bench/compare.sh, one small round)" bench_smoke
+}
+
 lane_broker_a() {
   use_node "$broker_a"
   meson_tests build-ci lane-a "${lane_a_tests[@]}"
+  # The demos, the packaging checks and the benchmark smoke: here rather than after the lanes,
+  # so they run beside the sanitizer lanes instead of after them.
+  after_broker_a_suites
 }
 lane_broker_b() {
   use_node "$broker_b"
@@ -283,57 +348,6 @@ lane_pids=()
 use_node "$broker_a"
 step "tsan: a publisher thread posting into the loop" env WARREN_CROSS_THREAD_COUNT=20000 \
   build-tsan/tests/cross-thread-tests --gtest_brief=1
-step "codec demo against the broker" build-ci/tools/warren-wire-demo --port "${RMQ_PORT:-1}" --count 2000
-step "demo against the broker" build-ci/tools/warren-demo --url "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" --count 5000 --rpc 100
-
-# Packaging: install into a scratch root and build an example against the installed
-# headers and pkg-config files alone, then run it against the broker.
-install_check() {
-  local dest pcdir flags
-  dest=$(mktemp -d)
-  meson install -C build-ci --destdir "$dest" >/dev/null || return 1
-  pcdir=$(dirname "$(find "$dest" -name warren-uv.pc | head -n 1)")
-  flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --static --cflags --libs warren-uv) || return 1
-  g++ -std=c++20 examples/uv_quick_start.cpp $flags -o "$dest/example" &&
-    "$dest/example" "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" | tail -n 1
-  local rc=$?
-  rm -rf "$dest"
-  return $rc
-}
-step "install, then build an example against the installed pkg-config files" install_check
-
-# The same through the CMake package: find_package(warren) with CMAKE_PREFIX_PATH at the
-# scratch root's prefix (tests/cmake), then the example runs against the broker.
-cmake_install_check() {
-  local dest prefix
-  dest=$(mktemp -d)
-  meson install -C build-ci --destdir "$dest" >/dev/null || return 1
-  prefix=$(meson introspect build-ci --buildoptions |
-    /usr/bin/python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
-  cmake -S tests/cmake -B "$dest/cmake-build" -DCMAKE_PREFIX_PATH="$dest$prefix" >"$dest/cmake.log" &&
-    cmake --build "$dest/cmake-build" >>"$dest/cmake.log" &&
-    "$dest/cmake-build/uv-quick-start" "amqp://127.0.0.1:${RMQ_PORT:-1}/%2f" | tail -n 1
-  local rc=$?
-  ((rc == 0)) || tail -n 30 "$dest/cmake.log"
-  rm -rf "$dest"
-  return $rc
-}
-step "install, then build an example with CMake against the installed package" cmake_install_check
-
-# The side-by-side benchmark script, one small round on the default build's programs, so it
-# keeps working (the figures in docs/benchmarks.md come from a full run: bench/compare.sh).
-bench_smoke() {
-  local out
-  out=$(mktemp -d)
-  bench/compare.sh --build build-ci --rounds 1 --count 2000 --scale-seconds 1 --out "$out" >"$out/log" 2>&1 &&
-    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 15 && [[ -s $out/benchmarks.png && -s $out/benchmarks-scale.png ]] &&
-    grep -q '^| warren-uv-batch |' "$out/benchmarks.md" && grep -q '^| asio | 1 × 100 |' "$out/benchmarks.md"
-  local rc=$?
-  ((rc == 0)) || tail -n 30 "$out/log"
-  rm -rf "$out"
-  return $rc
-}
-step "benchmark script (bench/compare.sh, one small round)" bench_smoke
 
 echo
 echo "Time taken (seconds; the lanes ran at the same time):"
