@@ -53,8 +53,8 @@ enum class errc : int {
 // One failure, with what the category's message cannot say: which byte, which field, which
 // limit; for a broker close, its reply code and text and the method it blamed.
 struct Error {
-  std::error_code code;
-  std::string detail;
+  std::error_code code{};
+  std::string detail{};
   std::uint16_t reply_code = 0;  // AMQP reply code, 0 when the error did not come from a close
   std::uint16_t class_id = 0;
   std::uint16_t method_id = 0;

@@ -29,16 +29,16 @@ struct LoopThread;
 }  // namespace detail
 
 struct ClientOptions {
-  engine::ConnectionOptions engine;  // user, password, vhost and the URL's parameters override
+  engine::ConnectionOptions engine{};  // user, password, vhost and the URL's parameters override
   // The whole dial of one host (resolve, TCP, TLS). Unset: the method timeout
   // (engine.request_timeout), so one setting bounds every wait. The URL's connection_timeout wins.
-  std::optional<engine::Duration> connect_timeout;
-  std::string ca_pem;           // amqps: trusted CAs (PEM text); empty: the system store
-  std::string client_cert_pem;  // amqps: for EXTERNAL
-  std::string client_key_pem;
+  std::optional<engine::Duration> connect_timeout{};
+  std::string ca_pem{};           // amqps: trusted CAs (PEM text); empty: the system store
+  std::string client_cert_pem{};  // amqps: for EXTERNAL
+  std::string client_key_pem{};
   // Off by default. A consumer that cares for CPU per message more than for each message's
   // latency turns it on, e.g. {.min_bytes = 32768, .max_wait = std::chrono::milliseconds(2)}.
-  ReadBatching read_batching;
+  ReadBatching read_batching{};
 };
 
 class Connection : public std::enable_shared_from_this<Connection>, private StreamEvents {
@@ -128,6 +128,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // The timeout of the requests and publishes made on this channel from now on, in place of
   // ClientOptions::engine.request_timeout.
   [[nodiscard]] Result<void> set_channel_timeout(engine::ChannelId channel, engine::Duration timeout);
+  // What bounds a request on `channel`: its own timeout, else request_timeout.
+  [[nodiscard]] Result<engine::Duration> channel_timeout(engine::ChannelId channel);
   // The same without a per-message callback: the outcome arrives through on_publish_done,
   // keyed by the returned id. Nothing is stored per message.
   [[nodiscard]] Result<engine::PublishId> publish(engine::ChannelId channel, const wire::BasicPublish& m,
@@ -205,10 +207,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::unordered_map<engine::ChannelId, std::function<void(const Error*, engine::ChannelId)>> opening_;
   std::map<std::pair<engine::ChannelId, engine::PublishId>, Settled> publishes_;
   struct Subscription {
-    engine::ChannelId channel;
-    std::string tag;
-    OnMessage on_message;
-    OnEnded on_ended;
+    engine::ChannelId channel{};
+    std::string tag{};
+    OnMessage on_message{};
+    OnEnded on_ended{};
   };
   void end_subscriptions(engine::ChannelId channel, const Error& cause);  // channel 0: all
   std::vector<Subscription> consumers_;  // few per connection: a linear search beats a map
@@ -217,13 +219,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // its destruction, and told once, in one order: channels, gets, requests, publishes,
   // subscriptions, on_ready, then the close waiters.
   struct Waiters {
-    Done on_ready;  // only if it was never called
+    Done on_ready{};  // only if it was never called
     std::vector<std::pair<engine::ChannelId, std::function<void(const Error*, engine::ChannelId)>>> opening;
-    std::vector<GetDone> gets;
-    std::vector<Answer> answers;
-    std::vector<Settled> publishes;
-    std::vector<OnEnded> ended;
-    std::vector<Done> close_waiters;
+    std::vector<GetDone> gets{};
+    std::vector<Answer> answers{};
+    std::vector<Settled> publishes{};
+    std::vector<OnEnded> ended{};
+    std::vector<Done> close_waiters{};
     [[nodiscard]] bool empty() const noexcept;
     void settle(const Error& cause, bool close_succeeded);
   };

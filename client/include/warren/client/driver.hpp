@@ -22,10 +22,10 @@ namespace warren::client {
 // transports/tls, under the drivers; client/ knows only what to ask for. There is no setting
 // that turns verification off.
 struct TlsSettings {
-  std::string server_name;      // the name (or IP) the certificate must carry; sent as SNI
-  std::string ca_pem;           // trusted CAs, PEM; empty: the system's default store
-  std::string client_cert_pem;  // optional, for EXTERNAL authentication
-  std::string client_key_pem;
+  std::string server_name{};      // the name (or IP) the certificate must carry; sent as SNI
+  std::string ca_pem{};           // trusted CAs, PEM; empty: the system's default store
+  std::string client_cert_pem{};  // optional, for EXTERNAL authentication
+  std::string client_key_pem{};
 };
 
 // Throughput mode for a busy consumer, as Kafka's fetch.min.bytes / fetch.max.wait.ms: while

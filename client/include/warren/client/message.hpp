@@ -35,17 +35,17 @@ class ConsumerCore;
 struct MessageData {
   // What every message touches first, together; the properties (14 optional fields) last,
   // written only when the message has any.
-  std::shared_ptr<ChannelCore> channel;
+  std::shared_ptr<ChannelCore> channel{};
   std::string_view exchange, routing_key, consumer_tag;
-  std::span<const std::byte> body;
+  std::span<const std::byte> body{};
   std::uint64_t delivery_tag = 0;
   std::uint32_t message_count = 0;
   bool redelivered = false;
   bool settled = false;
   bool has_properties = false;  // else `properties` is stale and unread
-  std::vector<std::byte> storage;
-  std::shared_ptr<MessagePool> pool;  // where the node goes back; none: it is deleted
-  wire::BasicProperties properties;  // views into storage
+  std::vector<std::byte> storage{};
+  std::shared_ptr<MessagePool> pool{};  // where the node goes back; none: it is deleted
+  wire::BasicProperties properties{};  // views into storage
 };
 }  // namespace detail
 

@@ -32,51 +32,51 @@ template <class T>
 using Callback = std::function<void(Result<T>)>;
 
 struct ExchangeDeclareOptions {
-  std::string name;
+  std::string name{};
   std::string type = "direct";  // direct, fanout, topic, headers, or a plugin's type
   bool durable = false;
   bool auto_delete = false;
   bool internal = false;
   bool passive = false;  // only check that it exists (404 closes the channel if not)
-  FieldTable arguments;
+  FieldTable arguments{};
 };
 
 struct ExchangeDeleteOptions {
-  std::string name;
+  std::string name{};
   bool if_unused = false;
 };
 
 // exchange.bind / exchange.unbind: messages flow from `source` to `destination`.
 struct ExchangeBindOptions {
-  std::string destination;
-  std::string source;
-  std::string routing_key;
-  FieldTable arguments;
+  std::string destination{};
+  std::string source{};
+  std::string routing_key{};
+  FieldTable arguments{};
 };
 
 struct QueueDeclareOptions {
-  std::string name;  // empty: the broker names it (the reply says what)
+  std::string name{};  // empty: the broker names it (the reply says what)
   bool durable = false;
   bool exclusive = false;
   bool auto_delete = false;
   bool passive = false;
-  FieldTable arguments;  // x-queue-type, x-expires, x-message-ttl, x-dead-letter-exchange, ...
+  FieldTable arguments{};  // x-queue-type, x-expires, x-message-ttl, x-dead-letter-exchange, ...
 };
 
 // queue.bind / queue.unbind.
 struct QueueBindOptions {
-  std::string queue;
-  std::string exchange;
-  std::string routing_key;
-  FieldTable arguments;
+  std::string queue{};
+  std::string exchange{};
+  std::string routing_key{};
+  FieldTable arguments{};
 };
 
 struct QueuePurgeOptions {
-  std::string queue;
+  std::string queue{};
 };
 
 struct QueueDeleteOptions {
-  std::string queue;
+  std::string queue{};
   bool if_unused = false;
   bool if_empty = false;
 };
@@ -96,20 +96,20 @@ struct RecoverOptions {
 };
 
 struct GetOptions {
-  std::string queue;
+  std::string queue{};
   bool auto_ack = false;
 };
 
 struct ConsumeOptions {
-  std::string queue;
-  std::string tag;  // empty: the broker names it
+  std::string queue{};
+  std::string tag{};  // empty: the broker names it
   bool auto_ack = false;
   bool exclusive = false;
   // The subscription's prefetch (basic.qos sent with the consume). Unset: the connection's
   // default (250) unless the channel has a qos of its own. 0: no limit.
-  std::optional<std::uint16_t> prefetch;
+  std::optional<std::uint16_t> prefetch{};
   // x-stream-offset, x-priority, x-cancel-on-ha-failover, ...
-  FieldTable arguments;
+  FieldTable arguments{};
   // A stream subscription (implied by an x-stream-offset argument): its deliveries are never
   // rejected when it is cancelled, because RabbitMQ 3.10-3.12 closes the whole connection
   // (540) for a reject or nack of a stream delivery. They are left to the channel instead.
@@ -118,12 +118,12 @@ struct ConsumeOptions {
 
 // One publish. Views: the frames are copied before publish() returns.
 struct Publish {
-  std::string_view exchange;  // empty: the default exchange (routing_key names the queue)
-  std::string_view routing_key;
+  std::string_view exchange{};  // empty: the default exchange (routing_key names the queue)
+  std::string_view routing_key{};
   bool mandatory = false;  // unroutable: the outcome is errc::unroutable (312) in confirm mode
-  Properties properties;   // {.content_type = "application/json", .delivery_mode = 2, ...}
+  Properties properties{};   // {.content_type = "application/json", .delivery_mode = 2, ...}
   // This publish's one deadline (wait while blocked, write, confirm). Unset: the channel's.
-  std::optional<engine::Duration> timeout;
+  std::optional<engine::Duration> timeout{};
 };
 
 // delivery_mode values, by name.

@@ -45,7 +45,7 @@ class Lease {
 
 struct PoolOptions {
   std::size_t size = 4;  // connections open at most, dialling ones included
-  ClientOptions client;
+  ClientOptions client{};
   // Runs on each new connection before it is first lent; `done` with success lends it, with
   // an error fails the borrow and drops the connection.
   std::function<void(Connection& connection, Callback<void> done)> on_connect;

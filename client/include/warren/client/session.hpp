@@ -49,10 +49,10 @@ struct Backoff {
 };
 
 struct SessionOptions {
-  ClientOptions client;
-  Backoff backoff;
+  ClientOptions client{};
+  Backoff backoff{};
   std::size_t max_waiting_publishes = 10000;
-  std::optional<std::uint64_t> jitter_seed;  // tests fix it; otherwise random
+  std::optional<std::uint64_t> jitter_seed{};  // tests fix it; otherwise random
 };
 
 class Session;
@@ -68,7 +68,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
     State state = State::opening;
     unsigned attempt = 0;            // retrying: which retry is next (1-based)
     engine::Duration delay{0};       // retrying: how long until it
-    std::optional<Error> last_cause; // why the channel is not ready, when it failed
+    std::optional<Error> last_cause{}; // why the channel is not ready, when it failed
   };
   ~RecoveringChannel();
 
@@ -136,7 +136,7 @@ class Session : public std::enable_shared_from_this<Session> {
     State state = State::connecting;
     unsigned attempt = 0;          // reconnecting: which retry is next (1-based)
     engine::Duration delay{0};     // reconnecting: how long until it
-    std::optional<Error> last_cause;
+    std::optional<Error> last_cause{};
   };
 
   [[nodiscard]] static std::shared_ptr<Session> start(Driver& driver, ConnectionUrl url, SessionOptions options);

@@ -26,23 +26,23 @@
 namespace warren::client {
 
 struct Endpoint {
-  std::string host;
+  std::string host{};
   std::uint16_t port = 5672;
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
 
 struct ConnectionUrl {
   bool tls = false;
-  std::vector<Endpoint> endpoints;  // at least one, tried in order
+  std::vector<Endpoint> endpoints{};  // at least one, tried in order
   std::string user = "guest";
   std::string password = "guest";   // never printed: see redacted()
   std::string vhost = "/";
-  std::optional<std::uint16_t> heartbeat_s;
-  std::optional<engine::Duration> connection_timeout;
-  std::optional<std::uint16_t> channel_max;
-  std::optional<std::uint32_t> frame_max_bytes;
-  std::optional<engine::Mechanism> auth_mechanism;
-  std::optional<std::string> server_name_indication;  // amqps: the name sent and verified
+  std::optional<std::uint16_t> heartbeat_s{};
+  std::optional<engine::Duration> connection_timeout{};
+  std::optional<std::uint16_t> channel_max{};
+  std::optional<std::uint32_t> frame_max_bytes{};
+  std::optional<engine::Mechanism> auth_mechanism{};
+  std::optional<std::string> server_name_indication{};  // amqps: the name sent and verified
 
   // The engine options this URL asks for, over `base` (what the URL does not say stays).
   [[nodiscard]] engine::ConnectionOptions apply(engine::ConnectionOptions base) const;

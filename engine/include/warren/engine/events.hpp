@@ -27,14 +27,14 @@ struct Connected {
 
 // connection.blocked: the broker stopped reading publishes (a memory or disk alarm).
 struct Blocked {
-  std::string_view reason;
+  std::string_view reason{};
 };
 struct Unblocked {};
 
 // The last event of a connection. `cause` is the latched error every later command gets;
 // a close this side asked for and the broker confirmed has reply_code 200.
 struct Closed {
-  Error cause;
+  Error cause{};
 };
 
 // The output fell back under its limit after being congested.
@@ -48,20 +48,20 @@ struct ChannelOpened {
 // confirmed). Its pending requests and publishes were reported failed before this event.
 struct ChannelClosed {
   ChannelId channel = 0;
-  Error cause;
+  Error cause{};
 };
 
 // A request's answer arrived and matched it. `reply` views point into the frame.
 struct RequestDone {
   ChannelId channel = 0;
   RequestId request = 0;
-  wire::Method reply;
+  wire::Method reply{};
 };
 
 struct RequestFailed {
   ChannelId channel = 0;
   RequestId request = 0;
-  Error cause;
+  Error cause{};
 };
 
 enum class PublishOutcome : std::uint8_t {
@@ -80,44 +80,44 @@ struct PublishDone {
   PublishId first = 0;
   PublishId last = 0;
   PublishOutcome outcome = PublishOutcome::written;
-  Error cause;  // for returned: reply code and text; for nacked, timed_out and failed: why
+  Error cause{};  // for returned: reply code and text; for nacked, timed_out and failed: why
 };
 
 // A message the broker sent: basic.deliver, basic.get-ok or basic.return.
 struct Message {
   ChannelId channel = 0;
-  std::string_view consumer_tag;  // deliveries only
+  std::string_view consumer_tag{};  // deliveries only
   std::uint64_t delivery_tag = 0;  // deliveries and get-ok; acknowledge with this
   bool redelivered = false;
-  std::string_view exchange;
-  std::string_view routing_key;
+  std::string_view exchange{};
+  std::string_view routing_key{};
   const wire::BasicProperties* properties = nullptr;
-  std::span<const std::byte> body;
+  std::span<const std::byte> body{};
 };
 
 struct Delivery {
-  Message message;
+  Message message{};
 };
 
 // basic.get answered with a message (an empty queue answers with RequestDone{get-empty}).
 struct GetOk {
   RequestId request = 0;
   std::uint32_t message_count = 0;  // messages left in the queue
-  Message message;
+  Message message{};
 };
 
 // basic.return of an unroutable mandatory publish; the publish itself is settled by the
 // PublishDone that follows (outcome returned) in confirm mode.
 struct Returned {
   std::uint16_t reply_code = 0;
-  std::string_view reply_text;
-  Message message;
+  std::string_view reply_text{};
+  Message message{};
 };
 
 // A consumer ended: cancel-ok to our cancel, or the broker cancelled it (queue deleted).
 struct ConsumerCancelled {
   ChannelId channel = 0;
-  std::string_view consumer_tag;
+  std::string_view consumer_tag{};
   bool by_broker = false;
 };
 

@@ -18,8 +18,8 @@ struct ConnectionOptions {
   std::string password = "guest";  // never logged, never printed
   std::string vhost = "/";
   Mechanism mechanism = Mechanism::plain;
-  std::string connection_name;      // shown in the management UI ("connection_name")
-  wire::FieldTable client_properties;  // merged over warren's own (product, capabilities, ...)
+  std::string connection_name{};      // shown in the management UI ("connection_name")
+  wire::FieldTable client_properties{};  // merged over warren's own (product, capabilities, ...)
 
   std::uint16_t heartbeat_s = 60;      // our proposal; 0 = none from our side
   std::uint32_t frame_max_bytes = 131072;  // 0 = no limit from our side

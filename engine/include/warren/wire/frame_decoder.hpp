@@ -19,7 +19,7 @@ namespace warren::wire {
 struct FrameView {
   FrameType type = FrameType::heartbeat;
   std::uint16_t channel = 0;
-  std::span<const std::byte> payload;  // valid until the next call to next() or feed()
+  std::span<const std::byte> payload{};  // valid until the next call to next() or feed()
 };
 
 class FrameDecoder {

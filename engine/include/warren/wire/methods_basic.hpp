@@ -37,13 +37,13 @@ struct BasicQosOk {
 struct BasicConsume {
   static constexpr MethodId id{60, 20};
   static constexpr std::string_view name = "basic.consume";
-  std::string_view queue;
-  std::string_view consumer_tag;  // empty: the broker names it
+  std::string_view queue{};
+  std::string_view consumer_tag{};  // empty: the broker names it
   bool no_local = false;
   bool no_ack = false;
   bool exclusive = false;
   bool no_wait = false;
-  TableRef arguments;
+  TableRef arguments{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();
     v.shortstr("queue", s.queue);
@@ -59,7 +59,7 @@ struct BasicConsume {
 struct BasicConsumeOk {
   static constexpr MethodId id{60, 21};
   static constexpr std::string_view name = "basic.consume-ok";
-  std::string_view consumer_tag;
+  std::string_view consumer_tag{};
   template <class S, class V> static void fields(S& s, V& v) { v.shortstr("consumer_tag", s.consumer_tag); }
 };
 
@@ -67,7 +67,7 @@ struct BasicConsumeOk {
 struct BasicCancel {
   static constexpr MethodId id{60, 30};
   static constexpr std::string_view name = "basic.cancel";
-  std::string_view consumer_tag;
+  std::string_view consumer_tag{};
   bool no_wait = false;
   template <class S, class V> static void fields(S& s, V& v) {
     v.shortstr("consumer_tag", s.consumer_tag);
@@ -78,15 +78,15 @@ struct BasicCancel {
 struct BasicCancelOk {
   static constexpr MethodId id{60, 31};
   static constexpr std::string_view name = "basic.cancel-ok";
-  std::string_view consumer_tag;
+  std::string_view consumer_tag{};
   template <class S, class V> static void fields(S& s, V& v) { v.shortstr("consumer_tag", s.consumer_tag); }
 };
 
 struct BasicPublish {
   static constexpr MethodId id{60, 40};
   static constexpr std::string_view name = "basic.publish";
-  std::string_view exchange;
-  std::string_view routing_key;
+  std::string_view exchange{};
+  std::string_view routing_key{};
   bool mandatory = false;
   bool immediate = false;  // RabbitMQ refuses it (540); kept for completeness of the codec
   template <class S, class V> static void fields(S& s, V& v) {
@@ -102,9 +102,9 @@ struct BasicReturn {
   static constexpr MethodId id{60, 50};
   static constexpr std::string_view name = "basic.return";
   std::uint16_t reply_code = 0;
-  std::string_view reply_text;
-  std::string_view exchange;
-  std::string_view routing_key;
+  std::string_view reply_text{};
+  std::string_view exchange{};
+  std::string_view routing_key{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.short_("reply_code", s.reply_code);
     v.shortstr("reply_text", s.reply_text);
@@ -116,11 +116,11 @@ struct BasicReturn {
 struct BasicDeliver {
   static constexpr MethodId id{60, 60};
   static constexpr std::string_view name = "basic.deliver";
-  std::string_view consumer_tag;
+  std::string_view consumer_tag{};
   std::uint64_t delivery_tag = 0;
   bool redelivered = false;
-  std::string_view exchange;
-  std::string_view routing_key;
+  std::string_view exchange{};
+  std::string_view routing_key{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.shortstr("consumer_tag", s.consumer_tag);
     v.longlong("delivery_tag", s.delivery_tag);
@@ -133,7 +133,7 @@ struct BasicDeliver {
 struct BasicGet {
   static constexpr MethodId id{60, 70};
   static constexpr std::string_view name = "basic.get";
-  std::string_view queue;
+  std::string_view queue{};
   bool no_ack = false;
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();
@@ -147,8 +147,8 @@ struct BasicGetOk {
   static constexpr std::string_view name = "basic.get-ok";
   std::uint64_t delivery_tag = 0;
   bool redelivered = false;
-  std::string_view exchange;
-  std::string_view routing_key;
+  std::string_view exchange{};
+  std::string_view routing_key{};
   std::uint32_t message_count = 0;
   template <class S, class V> static void fields(S& s, V& v) {
     v.longlong("delivery_tag", s.delivery_tag);

@@ -42,7 +42,7 @@ struct ChannelClose {
   static constexpr MethodId id{20, 40};
   static constexpr std::string_view name = "channel.close";
   std::uint16_t reply_code = 0;
-  std::string_view reply_text;
+  std::string_view reply_text{};
   std::uint16_t class_id = 0;
   std::uint16_t method_id = 0;
   template <class S, class V> static void fields(S& s, V& v) {

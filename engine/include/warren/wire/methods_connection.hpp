@@ -17,9 +17,9 @@ struct ConnectionStart {
   static constexpr std::string_view name = "connection.start";
   std::uint8_t version_major = 0;
   std::uint8_t version_minor = 9;
-  TableRef server_properties;
-  std::string_view mechanisms;  // space-separated
-  std::string_view locales;
+  TableRef server_properties{};
+  std::string_view mechanisms{};  // space-separated
+  std::string_view locales{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.octet("version_major", s.version_major);
     v.octet("version_minor", s.version_minor);
@@ -32,10 +32,10 @@ struct ConnectionStart {
 struct ConnectionStartOk {
   static constexpr MethodId id{10, 11};
   static constexpr std::string_view name = "connection.start-ok";
-  TableRef client_properties;
-  std::string_view mechanism;
-  std::string_view response;  // a secret: the printer never shows it
-  std::string_view locale;
+  TableRef client_properties{};
+  std::string_view mechanism{};
+  std::string_view response{};  // a secret: the printer never shows it
+  std::string_view locale{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.table("client_properties", s.client_properties);
     v.shortstr("mechanism", s.mechanism);
@@ -47,14 +47,14 @@ struct ConnectionStartOk {
 struct ConnectionSecure {
   static constexpr MethodId id{10, 20};
   static constexpr std::string_view name = "connection.secure";
-  std::string_view challenge;
+  std::string_view challenge{};
   template <class S, class V> static void fields(S& s, V& v) { v.longstr("challenge", s.challenge); }
 };
 
 struct ConnectionSecureOk {
   static constexpr MethodId id{10, 21};
   static constexpr std::string_view name = "connection.secure-ok";
-  std::string_view response;
+  std::string_view response{};
   template <class S, class V> static void fields(S& s, V& v) { v.secret_longstr("response", s.response); }
 };
 
@@ -105,7 +105,7 @@ struct ConnectionClose {
   static constexpr MethodId id{10, 50};
   static constexpr std::string_view name = "connection.close";
   std::uint16_t reply_code = 0;
-  std::string_view reply_text;
+  std::string_view reply_text{};
   std::uint16_t class_id = 0;  // the method that caused the close, 0 if none
   std::uint16_t method_id = 0;
   template <class S, class V> static void fields(S& s, V& v) {
@@ -125,7 +125,7 @@ struct ConnectionCloseOk {
 struct ConnectionBlocked {
   static constexpr MethodId id{10, 60};
   static constexpr std::string_view name = "connection.blocked";
-  std::string_view reason;
+  std::string_view reason{};
   template <class S, class V> static void fields(S& s, V& v) { v.shortstr("reason", s.reason); }
 };
 

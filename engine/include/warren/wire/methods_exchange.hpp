@@ -18,14 +18,14 @@ struct ExchangeDeclare {
   using Ok = ExchangeDeclareOk;  // the one method that answers it
   static constexpr MethodId id{40, 10};
   static constexpr std::string_view name = "exchange.declare";
-  std::string_view exchange;
+  std::string_view exchange{};
   std::string_view type = "direct";
   bool passive = false;
   bool durable = false;
   bool auto_delete = false;
   bool internal = false;
   bool no_wait = false;
-  TableRef arguments;
+  TableRef arguments{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();  // ticket
     v.shortstr("exchange", s.exchange);
@@ -49,7 +49,7 @@ struct ExchangeDelete {
   using Ok = ExchangeDeleteOk;  // the one method that answers it
   static constexpr MethodId id{40, 20};
   static constexpr std::string_view name = "exchange.delete";
-  std::string_view exchange;
+  std::string_view exchange{};
   bool if_unused = false;
   bool no_wait = false;
   template <class S, class V> static void fields(S& s, V& v) {
@@ -70,11 +70,11 @@ struct ExchangeBind {
   using Ok = ExchangeBindOk;  // the one method that answers it
   static constexpr MethodId id{40, 30};
   static constexpr std::string_view name = "exchange.bind";
-  std::string_view destination;
-  std::string_view source;
-  std::string_view routing_key;
+  std::string_view destination{};
+  std::string_view source{};
+  std::string_view routing_key{};
   bool no_wait = false;
-  TableRef arguments;
+  TableRef arguments{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();
     v.shortstr("destination", s.destination);
@@ -95,11 +95,11 @@ struct ExchangeUnbind {
   using Ok = ExchangeUnbindOk;  // the one method that answers it
   static constexpr MethodId id{40, 40};
   static constexpr std::string_view name = "exchange.unbind";
-  std::string_view destination;
-  std::string_view source;
-  std::string_view routing_key;
+  std::string_view destination{};
+  std::string_view source{};
+  std::string_view routing_key{};
   bool no_wait = false;
-  TableRef arguments;
+  TableRef arguments{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();
     v.shortstr("destination", s.destination);

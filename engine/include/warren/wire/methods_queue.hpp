@@ -20,13 +20,13 @@ struct QueueDeclare {
   using Ok = QueueDeclareOk;  // the one method that answers it
   static constexpr MethodId id{50, 10};
   static constexpr std::string_view name = "queue.declare";
-  std::string_view queue;  // empty: the broker names it
+  std::string_view queue{};  // empty: the broker names it
   bool passive = false;
   bool durable = false;
   bool exclusive = false;
   bool auto_delete = false;
   bool no_wait = false;
-  TableRef arguments;
+  TableRef arguments{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();
     v.shortstr("queue", s.queue);
@@ -42,7 +42,7 @@ struct QueueDeclare {
 struct QueueDeclareOk {
   static constexpr MethodId id{50, 11};
   static constexpr std::string_view name = "queue.declare-ok";
-  std::string_view queue;
+  std::string_view queue{};
   std::uint32_t message_count = 0;
   std::uint32_t consumer_count = 0;
   template <class S, class V> static void fields(S& s, V& v) {
@@ -56,11 +56,11 @@ struct QueueBind {
   using Ok = QueueBindOk;  // the one method that answers it
   static constexpr MethodId id{50, 20};
   static constexpr std::string_view name = "queue.bind";
-  std::string_view queue;
-  std::string_view exchange;
-  std::string_view routing_key;
+  std::string_view queue{};
+  std::string_view exchange{};
+  std::string_view routing_key{};
   bool no_wait = false;
-  TableRef arguments;
+  TableRef arguments{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();
     v.shortstr("queue", s.queue);
@@ -81,7 +81,7 @@ struct QueuePurge {
   using Ok = QueuePurgeOk;  // the one method that answers it
   static constexpr MethodId id{50, 30};
   static constexpr std::string_view name = "queue.purge";
-  std::string_view queue;
+  std::string_view queue{};
   bool no_wait = false;
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();
@@ -101,7 +101,7 @@ struct QueueDelete {
   using Ok = QueueDeleteOk;  // the one method that answers it
   static constexpr MethodId id{50, 40};
   static constexpr std::string_view name = "queue.delete";
-  std::string_view queue;
+  std::string_view queue{};
   bool if_unused = false;
   bool if_empty = false;
   bool no_wait = false;
@@ -126,10 +126,10 @@ struct QueueUnbind {
   using Ok = QueueUnbindOk;  // the one method that answers it
   static constexpr MethodId id{50, 50};
   static constexpr std::string_view name = "queue.unbind";
-  std::string_view queue;
-  std::string_view exchange;
-  std::string_view routing_key;
-  TableRef arguments;
+  std::string_view queue{};
+  std::string_view exchange{};
+  std::string_view routing_key{};
+  TableRef arguments{};
   template <class S, class V> static void fields(S& s, V& v) {
     v.reserved_short();
     v.shortstr("queue", s.queue);

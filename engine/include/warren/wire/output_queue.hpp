@@ -59,7 +59,7 @@ class OutputQueue {
 
  private:
   struct Block {
-    std::unique_ptr<std::byte[]> data;
+    std::unique_ptr<std::byte[]> data{};
     std::size_t capacity = 0;
     std::size_t begin = 0;  // first unconsumed byte
     std::size_t end = 0;    // one past the last written byte

@@ -16,20 +16,20 @@
 namespace warren::wire {
 
 struct BasicProperties {
-  std::optional<std::string_view> content_type;
-  std::optional<std::string_view> content_encoding;
-  std::optional<TableRef> headers;
-  std::optional<std::uint8_t> delivery_mode;  // 1 transient, 2 persistent
-  std::optional<std::uint8_t> priority;
-  std::optional<std::string_view> correlation_id;
-  std::optional<std::string_view> reply_to;
-  std::optional<std::string_view> expiration;  // milliseconds, as text
-  std::optional<std::string_view> message_id;
-  std::optional<std::uint64_t> timestamp;      // POSIX seconds
-  std::optional<std::string_view> type;
-  std::optional<std::string_view> user_id;
-  std::optional<std::string_view> app_id;
-  std::optional<std::string_view> cluster_id;  // reserved by 0-9-1; kept so bytes round-trip
+  std::optional<std::string_view> content_type{};
+  std::optional<std::string_view> content_encoding{};
+  std::optional<TableRef> headers{};
+  std::optional<std::uint8_t> delivery_mode{};  // 1 transient, 2 persistent
+  std::optional<std::uint8_t> priority{};
+  std::optional<std::string_view> correlation_id{};
+  std::optional<std::string_view> reply_to{};
+  std::optional<std::string_view> expiration{};  // milliseconds, as text
+  std::optional<std::string_view> message_id{};
+  std::optional<std::uint64_t> timestamp{};      // POSIX seconds
+  std::optional<std::string_view> type{};
+  std::optional<std::string_view> user_id{};
+  std::optional<std::string_view> app_id{};
+  std::optional<std::string_view> cluster_id{};  // reserved by 0-9-1; kept so bytes round-trip
 
   // Each property in flag order, the first at bit 15 of the flags word.
   template <class S, class V> static void fields(S& s, V& v) {
@@ -54,7 +54,7 @@ struct ContentHeader {
   std::uint16_t class_id = 60;
   std::uint64_t body_size = 0;
   std::uint16_t property_flags = 0;  // as decoded; lets a reused header skip clearing
-  BasicProperties properties;
+  BasicProperties properties{};
 };
 
 inline constexpr std::uint16_t basic_class_id = 60;

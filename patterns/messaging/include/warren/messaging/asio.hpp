@@ -51,10 +51,10 @@ struct OwnedPut {
   [[nodiscard]] PutOptions view() const {
     return {.body = body, .headers = headers, .message_id = message_id, .timeout = timeout};
   }
-  std::string body;
-  client::FieldTable headers;
-  std::string message_id;
-  std::optional<engine::Duration> timeout;
+  std::string body{};
+  client::FieldTable headers{};
+  std::string message_id{};
+  std::optional<engine::Duration> timeout{};
 };
 
 // SendOptions with its four views copied, as OwnedPut.
@@ -67,8 +67,8 @@ struct OwnedSend {
             .headers = headers, .timeout = timeout};
   }
   std::string address, body, reply_to, correlation_id;
-  client::FieldTable headers;
-  std::optional<engine::Duration> timeout;
+  client::FieldTable headers{};
+  std::optional<engine::Duration> timeout{};
 };
 
 }  // namespace asio_detail

@@ -20,12 +20,12 @@
 namespace warren::messaging {
 
 struct SendOptions {
-  std::string_view address;
-  std::string_view body;
-  std::string_view reply_to;        // an inbox's address, for an answer
-  std::string_view correlation_id;
-  client::FieldTable headers;
-  std::optional<engine::Duration> timeout;  // the confirm's deadline; unset: the channel's
+  std::string_view address{};
+  std::string_view body{};
+  std::string_view reply_to{};        // an inbox's address, for an answer
+  std::string_view correlation_id{};
+  client::FieldTable headers{};
+  std::optional<engine::Duration> timeout{};  // the confirm's deadline; unset: the channel's
 };
 
 struct InboxOptions {
@@ -33,7 +33,7 @@ struct InboxOptions {
 };
 
 struct GroupOptions {
-  std::string address;
+  std::string address{};
   std::uint16_t prefetch = 10;  // per member
 };
 

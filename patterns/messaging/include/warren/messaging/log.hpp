@@ -38,7 +38,7 @@ struct Gap {
 };
 
 struct LogOptions {
-  std::string name;  // the stream is "<prefix>.log.<name>"
+  std::string name{};  // the stream is "<prefix>.log.<name>"
   std::chrono::milliseconds idle{1000};       // a pause this long ends a page, incomplete
   std::chrono::milliseconds empty_wait{500};  // an empty stream's time to answer "last"
   std::function<void(const Gap&)> on_gap;     // a read met a trimmed offset
@@ -47,22 +47,22 @@ struct LogOptions {
 // Where a read starts: "first", "last", "next", or an offset.
 struct From {
   std::string position = "first";
-  std::optional<std::uint64_t> offset;  // set: start at this offset (position is ignored)
+  std::optional<std::uint64_t> offset{};  // set: start at this offset (position is ignored)
 };
 
 struct Entry {
   std::uint64_t offset = 0;
-  client::Message message;  // owned, already acked
+  client::Message message{};  // owned, already acked
 };
 
 struct Page {
-  std::vector<Entry> entries;
+  std::vector<Entry> entries{};
   bool complete = false;  // it reached the tip read first
-  std::optional<std::uint64_t> tip;  // the tip read first (nullopt: the stream was empty)
+  std::optional<std::uint64_t> tip{};  // the tip read first (nullopt: the stream was empty)
 };
 
 struct ReadOptions {
-  From from;
+  From from{};
   std::size_t max_entries = 1000;  // a page holds at most this many (then it is incomplete)
 };
 

@@ -30,9 +30,9 @@ namespace warren::messaging {
 // connection closed: every subscription is unhealthy for good), "retry-levels" (a worker's
 // work queue could not declare its retry queues, e.g. their node is down).
 struct Event {
-  std::string what;
-  std::string subject;  // the queue, where there is one
-  Error cause;
+  std::string what{};
+  std::string subject{};  // the queue, where there is one
+  Error cause{};
 };
 
 struct Options {
@@ -43,7 +43,7 @@ struct Options {
   std::function<void(const Event&)> on_event;  // optional: the layer's log
   // Seeds every draw the layer makes (resubscribe jitter, retry jitter, UUIDs), so a test on
   // a virtual clock replays exactly; unset: random_device.
-  std::optional<std::uint64_t> random_seed;
+  std::optional<std::uint64_t> random_seed{};
 };
 
 // Where the layer's channels come from: a plain connection, or a Session (whose connection

@@ -18,7 +18,7 @@
 namespace warren::messaging {
 
 struct SubscriptionSpec {
-  std::string queue;
+  std::string queue{};
   std::uint16_t prefetch = 10;
   // Declares (and binds) the queue on the subscription's channel; runs before every consume.
   std::function<void(const client::Channel& ch, client::Callback<void> done)> setup;

@@ -40,8 +40,8 @@ enum class Outcome : std::uint8_t {
 // A record's error: a stage's exception (its type and what()) or an asynchronous stage's
 // report (a publish that was nacked, returned or timed out, a command that exited non-zero).
 struct RecordError {
-  std::string type;
-  std::string message;
+  std::string type{};
+  std::string message{};
 };
 
 // A stage's say about the record: go on to the next stage, or end the record as skipped.
@@ -50,7 +50,7 @@ enum class Verdict : std::uint8_t { next, skip };
 // Either the verdict or the error, once, from an asynchronous stage.
 struct StageResult {
   Verdict verdict = Verdict::next;
-  std::optional<RecordError> error;
+  std::optional<RecordError> error{};
 };
 using StageDone = std::function<void(StageResult)>;
 
@@ -130,7 +130,7 @@ using ErrorPolicy = std::function<Outcome(const Record& record, const RecordErro
 struct PipelineOptions {
   std::string name = "pipeline";
   std::size_t concurrency = 1;  // records in flight at once (at least 1)
-  ErrorPolicy on_error;         // unset: every failure is dead-lettered
+  ErrorPolicy on_error{};         // unset: every failure is dead-lettered
 };
 
 // What `options.on_error` makes of a failure: dead_lettered without a policy; skipped when it
@@ -140,7 +140,7 @@ struct PipelineOptions {
 // The end of one record: its outcome, and the error when it failed.
 struct Finished {
   Outcome outcome = Outcome::completed;
-  std::optional<RecordError> error;
+  std::optional<RecordError> error{};
 };
 
 class Pipeline {
@@ -162,8 +162,8 @@ class Pipeline {
   // Records queued and not started, taken out (a drain hands them back to their source),
   // each with the tag it was submitted with: the caller never infers which ones they were.
   struct Waiting {
-    Record record;
-    Done done;
+    Record record{};
+    Done done{};
     std::uint64_t tag = 0;
   };
   [[nodiscard]] std::vector<Waiting> take_waiting();
@@ -175,9 +175,9 @@ class Pipeline {
  private:
   struct Job;
   struct State {
-    PipelineOptions options;
+    PipelineOptions options{};
     std::size_t in_flight = 0;
-    std::deque<Waiting> waiting;
+    std::deque<Waiting> waiting{};
     bool pumping = false;
     bool alive = true;
   };

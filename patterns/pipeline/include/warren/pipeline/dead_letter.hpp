@@ -33,15 +33,15 @@ inline constexpr std::string_view original_user_id = "x-pipeline-original-user-i
 }  // namespace envelope
 
 struct EnvelopeFacts {
-  std::string_view pipeline;
-  std::string_view exchange;     // where the source message was first published
-  std::string_view routing_key;
+  std::string_view pipeline{};
+  std::string_view exchange{};     // where the source message was first published
+  std::string_view routing_key{};
   const wire::FieldTable* headers = nullptr;  // the source message's own headers
   const RecordError* error = nullptr;
   std::uint32_t attempt = 1;
   std::uint64_t failed_at_s = 0;  // POSIX seconds
-  std::optional<std::string_view> expiration;  // the source's per-message TTL, if any
-  std::optional<std::string_view> user_id;     // the source's user_id, if any
+  std::optional<std::string_view> expiration{};  // the source's per-message TTL, if any
+  std::optional<std::string_view> user_id{};     // the source's user_id, if any
 };
 
 // The envelope's headers, so that `base` (the source's properties, headers replaced by these)

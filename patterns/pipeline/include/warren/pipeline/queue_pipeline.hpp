@@ -31,16 +31,16 @@ namespace warren::pipeline {
 enum class FailureSettle : std::uint8_t { requeue, reject };
 
 struct SourceOptions {
-  std::string queue;
-  std::optional<std::uint16_t> prefetch;  // unset: the pipeline's concurrency
+  std::string queue{};
+  std::optional<std::uint16_t> prefetch{};  // unset: the pipeline's concurrency
   // Take at most this many deliveries (0: no limit): then the subscription is cancelled and
   // any delivery still arriving is handed back unstarted (nack with requeue).
   std::uint64_t limit = 0;
 };
 
 struct DestinationOptions {
-  std::string exchange;
-  std::string routing_key;
+  std::string exchange{};
+  std::string routing_key{};
   std::function<std::string(const Record&)> route;  // set: the routing key comes from the record
   bool mandatory = true;  // unroutable is the record's error
   bool confirms = true;   // the step completes on the broker's confirm
@@ -48,16 +48,16 @@ struct DestinationOptions {
 };
 
 struct DeadLetterOptions {
-  std::string exchange;     // "" is the default exchange (routing_key then names the queue)
-  std::string routing_key;  // "": the source message's own routing key
+  std::string exchange{};     // "" is the default exchange (routing_key then names the queue)
+  std::string routing_key{};  // "": the source message's own routing key
   engine::Duration timeout = std::chrono::seconds(30);
 };
 
 struct QueuePipelineOptions {
-  PipelineOptions core;  // name, concurrency, error policy
-  SourceOptions source;
-  std::optional<DestinationOptions> destination;  // unset: the stages are the end
-  std::optional<DeadLetterOptions> dead_letter;   // where dead-lettered records are published
+  PipelineOptions core{};  // name, concurrency, error policy
+  SourceOptions source{};
+  std::optional<DestinationOptions> destination{};  // unset: the stages are the end
+  std::optional<DeadLetterOptions> dead_letter{};   // where dead-lettered records are published
   bool native_dead_letter = false;  // dead-lettered: nack without requeue, the queue's own DLX
   FailureSettle on_requeued = FailureSettle::requeue;
   // A requeued outcome's nack is held back this long (0: at once). The delivery keeps its
@@ -84,8 +84,8 @@ enum class State : std::uint8_t { starting, running, draining, stopped };
 [[nodiscard]] const char* to_string(State state) noexcept;
 
 struct Status {
-  std::string pipeline;
-  std::string queue;
+  std::string pipeline{};
+  std::string queue{};
   State state = State::starting;
   std::size_t in_flight = 0;  // deliveries taken and not yet settled
   std::uint64_t completed = 0, skipped = 0, dead_lettered = 0;
@@ -112,11 +112,11 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
 
  private:
   struct Pending {
-    client::Message message;
+    client::Message message{};
     std::uint32_t attempt = 1;
     engine::Instant taken_at{};
     bool warned = false;
-    std::unique_ptr<client::Timer> requeue_timer;  // a requeue held back (requeue_delay)
+    std::unique_ptr<client::Timer> requeue_timer{};  // a requeue held back (requeue_delay)
   };
   QueuePipeline(std::shared_ptr<client::Connection> connection, QueuePipelineOptions options, std::vector<Stage> stages);
   void open(client::Callback<void> ready);

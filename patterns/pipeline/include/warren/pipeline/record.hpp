@@ -15,21 +15,21 @@ namespace warren::pipeline {
 
 // Where a record came from and the properties it carried, owned so a stage may keep them.
 struct Metadata {
-  std::string exchange;     // the exchange it was published to ("" for the default exchange)
-  std::string routing_key;  // the routing key it was published with
+  std::string exchange{};     // the exchange it was published to ("" for the default exchange)
+  std::string routing_key{};  // the routing key it was published with
   bool redelivered = false;
   std::uint32_t delivery_count = 0;  // a quorum queue's x-delivery-count, 0 when absent
   // The basic properties, carried to the destination unless a stage changes them.
   std::optional<std::string> content_type, content_encoding, correlation_id, reply_to, expiration, message_id,
       type, user_id, app_id;
   std::optional<std::uint8_t> delivery_mode, priority;
-  std::optional<std::uint64_t> timestamp;  // POSIX seconds
+  std::optional<std::uint64_t> timestamp{};  // POSIX seconds
 };
 
 struct Record {
-  std::string body;  // bytes; text when the producer sent text
-  Metadata metadata;
-  wire::FieldTable headers;  // typed values, published as they are
+  std::string body{};  // bytes; text when the producer sent text
+  Metadata metadata{};
+  wire::FieldTable headers{};  // typed values, published as they are
 };
 
 }  // namespace warren::pipeline

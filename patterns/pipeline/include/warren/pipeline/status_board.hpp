@@ -21,14 +21,14 @@ namespace warren::pipeline {
 
 struct StatusBoardOptions {
   std::string exchange = "warren.pipeline.status";
-  std::string worker;  // this worker's name (host:pid, say); must be unique per pipeline
+  std::string worker{};  // this worker's name (host:pid, say); must be unique per pipeline
   engine::Duration interval = std::chrono::seconds(1);
 };
 
 // One worker's last report.
 struct WorkerStatus {
-  std::string worker;
-  Status status;  // status.queue is the worker's lease
+  std::string worker{};
+  Status status{};  // status.queue is the worker's lease
 };
 
 class StatusBoard : public std::enable_shared_from_this<StatusBoard> {
@@ -59,8 +59,8 @@ class StatusBoard : public std::enable_shared_from_this<StatusBoard> {
   client::Consumer consumer_;  // held: dropping it would cancel the subscription
   std::unique_ptr<client::Timer> timer_;
   struct Seen {
-    Status status;
-    engine::Instant at;
+    Status status{};
+    engine::Instant at{};
   };
   std::map<std::string, Seen> seen_;
   bool stopped_ = false;

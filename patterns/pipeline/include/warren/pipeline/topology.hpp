@@ -18,29 +18,29 @@
 namespace warren::pipeline {
 
 struct ExchangeSpec {
-  std::string name;
+  std::string name{};
   std::string type = "direct";
   bool durable = true;
-  wire::FieldTable arguments;
+  wire::FieldTable arguments{};
 };
 
 struct QueueSpec {
-  std::string name;
+  std::string name{};
   bool durable = true;
   bool auto_delete = false;
-  wire::FieldTable arguments;  // x-queue-type, x-dead-letter-exchange, x-delivery-limit, ...
+  wire::FieldTable arguments{};  // x-queue-type, x-dead-letter-exchange, x-delivery-limit, ...
 };
 
 struct BindingSpec {
-  std::string queue;
-  std::string exchange;
-  std::string routing_key;
+  std::string queue{};
+  std::string exchange{};
+  std::string routing_key{};
 };
 
 struct Topology {
-  std::vector<ExchangeSpec> exchanges;
-  std::vector<QueueSpec> queues;
-  std::vector<BindingSpec> bindings;
+  std::vector<ExchangeSpec> exchanges{};
+  std::vector<QueueSpec> queues{};
+  std::vector<BindingSpec> bindings{};
 };
 
 // Declares everything in order (exchanges, queues, bindings); the first refusal ends it with

@@ -4,6 +4,7 @@
 // stays queued, so io_context::run() returns when the program's work is done.
 #pragma once
 
+#include "warren/asio/asio_config.hpp"  // before any Asio header
 #include <asio/io_context.hpp>
 
 #include "warren/client/driver.hpp"

@@ -32,7 +32,7 @@ auto async_connect(AsioDriver& driver, client::ConnectionUrl url, client::Client
         // The connection keeps on_ready as long as it lives, and on_ready must reach the
         // connection: hold it only until the answer, or that would be a cycle.
         struct Dial {
-          Connected connection;
+          Connected connection{};
           bool answered = false;
         };
         auto dial = std::make_shared<Dial>();

@@ -10,6 +10,7 @@
 // completes on the connection's io_context).
 #pragma once
 
+#include "warren/asio/asio_config.hpp"  // before any Asio header
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/dispatch.hpp>

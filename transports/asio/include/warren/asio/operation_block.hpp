@@ -60,7 +60,7 @@ class OperationBlocks {
 template <class T>
 struct OperationAllocator {
   using value_type = T;
-  OperationBlocks* blocks;
+  OperationBlocks* blocks{};
   explicit OperationAllocator(OperationBlocks* b) noexcept : blocks(b) {}
   template <class U>
   OperationAllocator(const OperationAllocator<U>& other) noexcept : blocks(other.blocks) {}  // NOLINT: rebinding

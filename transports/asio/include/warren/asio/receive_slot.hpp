@@ -14,6 +14,7 @@
 // call that started its receive, nor on an executor other than its own.
 #pragma once
 
+#include "warren/asio/asio_config.hpp"  // before any Asio header
 #include <asio/any_io_executor.hpp>
 #include <asio/bind_allocator.hpp>
 #include <asio/executor_work_guard.hpp>

@@ -30,7 +30,7 @@ class TlsPump {
 
   struct Read {
     bool verified_now = false;            // the handshake finished with this input
-    std::span<const std::byte> plaintext;  // valid until the next read()
+    std::span<const std::byte> plaintext{};  // valid until the next read()
   };
   // Ciphertext from the socket. A failed handshake (untrusted, expired, wrong name) is an
   // error that says why. Call take_ciphertext() after it: the handshake may have more to say.

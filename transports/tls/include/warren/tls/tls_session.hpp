@@ -16,10 +16,10 @@
 namespace warren::tls {
 
 struct TlsOptions {
-  std::string server_name;      // the name (or IP) the certificate must carry; sent as SNI
-  std::string ca_pem;           // trusted CAs, PEM; empty: the system's default store
-  std::string client_cert_pem;  // optional, for EXTERNAL authentication
-  std::string client_key_pem;
+  std::string server_name{};      // the name (or IP) the certificate must carry; sent as SNI
+  std::string ca_pem{};           // trusted CAs, PEM; empty: the system's default store
+  std::string client_cert_pem{};  // optional, for EXTERNAL authentication
+  std::string client_key_pem{};
 };
 
 class TlsSession {
