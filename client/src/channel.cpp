@@ -259,4 +259,11 @@ Result<void> Channel::set_timeout(engine::Duration timeout) const {
   return c->set_channel_timeout(core_->id, timeout);
 }
 
+Result<engine::Duration> Channel::timeout() const {
+  if (!core_) return make_error(errc::invalid_argument, "an empty channel handle");
+  auto c = core_->live();
+  if (!c) return core_->gone();
+  return c->channel_timeout(core_->id);
+}
+
 }  // namespace warren::client

@@ -463,6 +463,11 @@ Result<void> Connection::set_channel_timeout(ChannelId channel, engine::Duration
   return engine_->set_channel_timeout(channel, timeout);
 }
 
+Result<engine::Duration> Connection::channel_timeout(ChannelId channel) {
+  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  return engine_->channel_timeout(channel);
+}
+
 void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
                          std::span<const std::byte> body, Settled done, const engine::PublishOptions& options) {
   auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)

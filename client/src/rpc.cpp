@@ -118,8 +118,12 @@ void RpcClient::call(const RpcCall& call, std::span<const std::byte> body, Callb
     }
     unsent_.push_back(id);
   }
-  auto deadline = deadlines_.emplace(driver_.now() + call.timeout, id);
-  calls_.emplace(id, Call{std::move(done), deadline, std::move(unsent)});
+  // Unset: the channel's (a closed channel fails the call at once anyway, through gone_).
+  engine::Duration timeout = engine::ConnectionOptions{}.request_timeout;
+  if (call.timeout) timeout = *call.timeout;
+  else if (auto t = channel_.timeout(); t.ok()) timeout = *t;
+  auto deadline = deadlines_.emplace(driver_.now() + timeout, id);
+  calls_.emplace(id, Call{std::move(done), deadline, std::move(unsent), timeout});
   rearm();
   if (ready_) send(id, p, body);
 }
@@ -177,7 +181,8 @@ void RpcClient::on_timer() {
   const auto now = driver_.now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     const std::uint64_t id = deadlines_.begin()->second;
-    finish(id, make_error(errc::timeout, "no reply to call " + id_prefix_ + std::to_string(id)));
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(calls_.at(id).timeout).count();
+    finish(id, make_error(errc::timeout, "no reply to call " + id_prefix_ + std::to_string(id) + " within " + std::to_string(ms) + " ms"));
   }
   rearm();
 }

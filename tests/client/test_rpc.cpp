@@ -70,6 +70,52 @@ TEST_F(RpcTest, a_call_without_a_reply_fails_at_its_own_deadline) {
   EXPECT_EQ(rpc->in_flight(), 0u);
 }
 
+// A call without a timeout of its own waits as long as any request on its channel: the
+// channel's timeout (set_timeout), else the connection's request_timeout. (It used to wait 30 s
+// in this form and 10 s, the default request_timeout, in the Asio form, whatever was set.)
+TEST(RpcDefaults, a_call_without_a_timeout_waits_the_channels_request_timeout) {
+  FakeDriver driver;
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto url = client::parse_url("amqp://guest:guest@fake:5001");
+  ASSERT_TRUE(url.ok());
+  client::ClientOptions options;
+  options.engine.request_timeout = 2000ms;
+  bool ready = false;
+  auto conn = client::Connection::connect(driver, *url, options, [&](Result<void> r) { ready = r.ok(); });
+  driver.run();
+  ASSERT_TRUE(ready);
+  client::Channel ch;
+  conn->open_channel([&](Result<client::Channel> r) { ch = r.value(); });
+  driver.run();
+  bool started = false;
+  auto rpc = client::RpcClient::start(ch, [&](Result<void> r) { started = r.ok(); });
+  driver.run();
+  ASSERT_TRUE(started);
+
+  auto call = [&] {
+    auto out = std::make_shared<std::optional<std::string>>();
+    rpc->call({.routing_key = "requests"}, client::as_bytes("q"), [out](Result<client::Message> reply) {
+      *out = reply ? std::string(reply->body_text()) : reply.error().to_string();
+    });
+    driver.run();
+    return out;
+  };
+  auto first = call();
+  driver.advance(1999ms);
+  EXPECT_FALSE(*first) << "it ended before the connection's request_timeout";
+  driver.advance(1ms);
+  ASSERT_TRUE(*first) << "it outlived the connection's request_timeout";
+  EXPECT_NE(first->value().find("within 2000 ms"), std::string::npos) << **first;
+
+  ASSERT_TRUE(ch.set_timeout(3500ms).ok());
+  auto second = call();
+  driver.advance(3499ms);
+  EXPECT_FALSE(*second);
+  driver.advance(1ms);
+  ASSERT_TRUE(*second) << "it outlived the channel's timeout";
+  EXPECT_NE(second->value().find("within 3500 ms"), std::string::npos) << **second;
+}
+
 TEST_F(RpcTest, stray_and_duplicate_replies_are_dropped) {
   auto answer = call("question", 5000ms);
   const std::string id = driver.last_broker().last_correlation_id;

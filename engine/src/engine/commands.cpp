@@ -282,6 +282,12 @@ Result<void> Connection::set_channel_timeout(ChannelId channel, Duration timeout
   return {};
 }
 
+Result<Duration> Connection::channel_timeout(ChannelId channel) {
+  auto ch = impl_->usable_channel(channel);
+  if (!ch.ok()) return std::move(ch).error();
+  return impl_->timeout_of(**ch);
+}
+
 Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
                                       const wire::BasicProperties& properties, std::span<const std::byte> body,
                                       Instant now, const PublishOptions& options) {

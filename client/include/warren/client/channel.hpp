@@ -23,7 +23,7 @@ namespace warren::client {
 class Driver;
 
 struct QueueDeclared {
-  std::string name;  // the broker's name for a server-named queue
+  std::string name{};  // the broker's name for a server-named queue
   std::uint32_t message_count = 0;
   std::uint32_t consumer_count = 0;
 };
@@ -77,6 +77,9 @@ class Channel {
   void close(Callback<void> done) const;
   // The timeout of the requests and publishes made on this channel from now on.
   [[nodiscard]] Result<void> set_timeout(engine::Duration timeout) const;
+  // What bounds a request on this channel: set_timeout's, else the connection's
+  // request_timeout. An error once the channel is closed.
+  [[nodiscard]] Result<engine::Duration> timeout() const;
 
   // The loop its connection runs on; null for an empty handle.
   [[nodiscard]] Driver* driver() const noexcept;

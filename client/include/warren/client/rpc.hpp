@@ -34,10 +34,12 @@ namespace warren::client {
 inline constexpr std::string_view direct_reply_to = "amq.rabbitmq.reply-to";
 
 struct RpcCall {
-  std::string_view exchange;  // empty: the default exchange, routing_key names the queue
-  std::string_view routing_key;
-  Properties properties;  // reply_to and correlation_id are set by the call
-  engine::Duration timeout{30000};
+  std::string_view exchange{};  // empty: the default exchange, routing_key names the queue
+  std::string_view routing_key{};
+  Properties properties{};  // reply_to and correlation_id are set by the call
+  // The whole call's deadline. Unset: as long as any request on the client's channel may take
+  // (Channel::timeout: its set_timeout, else the connection's request_timeout).
+  std::optional<engine::Duration> timeout{};
 };
 
 class RpcClient : public std::enable_shared_from_this<RpcClient> {
@@ -62,9 +64,10 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
 
  private:
   struct Call {
-    Callback<Message> done;
+    Callback<Message> done{};
     std::multimap<engine::Instant, std::uint64_t>::iterator deadline;
-    std::optional<OwnedPublish> unsent;  // a call made before ready, copied until it is sent
+    std::optional<OwnedPublish> unsent{};  // a call made before ready, copied until it is sent
+    engine::Duration timeout{};            // its deadline, for the error that says it passed
   };
   explicit RpcClient(Channel channel, Callback<void> ready);
   void on_started(Result<void> outcome);

@@ -28,7 +28,7 @@ namespace warren::engine {
 struct PublishOptions {
   // The publish's one deadline (wait while blocked, write, and in confirm mode the broker's
   // answer). Unset: its channel's timeout (set_channel_timeout), else request_timeout.
-  std::optional<Duration> timeout;
+  std::optional<Duration> timeout{};
 };
 
 class Connection {
@@ -105,6 +105,8 @@ class Connection {
   // This channel's timeout for the requests and publishes made on it from now on, in place
   // of the connection's request_timeout.
   [[nodiscard]] Result<void> set_channel_timeout(ChannelId channel, Duration timeout);
+  // What bounds a request on `channel`: its own timeout, else request_timeout.
+  [[nodiscard]] Result<Duration> channel_timeout(ChannelId channel);
   // Settling a delivery: `{.delivery_tag = t, .multiple = true}`, `{.delivery_tag = t, .requeue = false}`.
   [[nodiscard]] Result<void> ack(ChannelId channel, const wire::BasicAck& m);
   [[nodiscard]] Result<void> nack(ChannelId channel, const wire::BasicNack& m);

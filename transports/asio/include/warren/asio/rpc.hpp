@@ -40,8 +40,8 @@ class RpcClient {
         std::forward<Token>(token));
   }
 
-  // Sends `request` (always mandatory; its timeout, else the default method timeout, bounds
-  // the whole call) and completes with the reply, or why there is none: errc::timeout,
+  // Sends `request` (always mandatory; its timeout, else the channel's request timeout, which is
+  // the connection's request_timeout unless set on the channel, bounds the whole call) and completes with the reply, or why there is none: errc::timeout,
   // errc::unroutable (312: nobody consumes the routing key), errc::nacked, the reply consumer's end.
   template <class Token>
   auto call(const client::Publish& request, std::span<const std::byte> body, Token&& token) const {
@@ -51,7 +51,7 @@ class RpcClient {
           if (!owned.status().ok()) return done(owned.status().error());
           const auto& p = owned.publish();
           rpc->call({.exchange = p.exchange, .routing_key = p.routing_key, .properties = p.properties,
-                     .timeout = p.timeout.value_or(engine::ConnectionOptions{}.request_timeout)},
+                     .timeout = p.timeout},
                     owned.body(), std::move(done));
         },
         std::forward<Token>(token));
