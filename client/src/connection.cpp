@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "channel_core.hpp"
+#include "warren/wire/constants.hpp"
 
 namespace warren::client {
 
@@ -344,7 +345,10 @@ void Connection::finish(const Error& failure) {
   auto waiters = take_waiters();
   ready_reported_ = true;
   close_cores(cause);
-  waiters.settle(cause, close_asked_ || cause.reply_code == 200);
+  // A close succeeded when it ended the connection itself (close-ok, or nothing to close yet:
+  // still dialling); a close-ok that never came (a broker that stopped reading: blocked), a
+  // loss that won the race, is what the close waiters are told.
+  waiters.settle(cause, cause.reply_code == wire::reply::success || (close_asked_ && !engine_));
   if (was_ready && on_closed) on_closed(cause);
 }
 
@@ -473,7 +477,9 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
   auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
                    : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
   if (!r.ok()) {
-    if (done) later([done = std::move(done), e = r.error()] { done(engine::PublishOutcome::failed, e); });
+    Error e = r.error();
+    e.sent = Sent::no;  // refused before it was queued
+    if (done) later([done = std::move(done), e = std::move(e)] { done(engine::PublishOutcome::failed, e); });
     return;
   }
   if (done) publishes_.emplace(std::pair{channel, *r}, std::move(done));

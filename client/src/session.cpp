@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <utility>
 
 #include "channel_core.hpp"
 
@@ -18,6 +20,10 @@ bool permanent(const Error& e) { return is_permanent(e); }
 // it (an operator deletes the queue), so the channel keeps retrying, but publishes stop
 // waiting.
 bool permanent_for_channel(const Error& e) { return is_permanent(e); }
+
+// A refusal worth telling the application about even if it retries: what is_permanent says,
+// and a 404 (a passive declare of something missing; someone may create it, so it is retried).
+bool refused(const Error& e) { return is_permanent(e) || e.reply_code == 404; }
 
 }  // namespace
 
@@ -179,12 +185,16 @@ void RecoveringChannel::expire() {
   for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) due.push_back(it->second);
   for (auto& t : due) {
     if (t->sent) {
-      settle(t, make_error(errc::timeout, "no outcome before the publish's deadline; the broker may or may not have it"));
+      Error e = make_error(errc::timeout, "no outcome before the publish's deadline; the broker may or may not have it");
+      e.sent = Sent::maybe;
+      settle(t, std::move(e));
     } else {
       std::string why = connection_ ? "the channel was not ready before the publish's deadline; it was never sent"
                                     : "no connection before the publish's deadline; it was never sent";
       if (status_.last_cause) why += " (last cause: " + status_.last_cause->to_string() + ")";
-      settle(t, make_error(errc::timeout, why));
+      Error e = make_error(errc::timeout, why);
+      e.sent = Sent::no;
+      settle(t, std::move(e));
     }
   }
   // What timed out while waiting leaves the queue now.
@@ -245,6 +255,7 @@ void RecoveringChannel::open() {
         if (!r) return self->failed(r.error());
         self->ready_ = true;
         self->permanent_.reset();
+        self->refusal_told_ = false;
         self->set_status(Status{State::ready, 0, engine::Duration{0}, std::nullopt});
         self->flush_waiting();
       });
@@ -266,6 +277,22 @@ void RecoveringChannel::failed(const Error& cause) {
   if (permanent_for_channel(cause)) {
     permanent_ = cause;
     fail_waiting(cause);  // waiting will not change the answer
+  }
+  const bool stop = refused(cause) && session_ && !session_->options_.retry_refused_setup;
+  if (refused(cause) && !std::exchange(refusal_told_, true) && session_) {
+    if (session_->options_.on_setup_refused) {
+      session_->options_.on_setup_refused(cause);
+    } else {
+      std::fprintf(stderr, "warren: a recovering channel's setup was refused: %s (%s; SessionOptions::on_setup_refused replaces this line)\n",
+                   cause.to_string().c_str(), stop ? "not retried" : "retrying with backoff");
+    }
+  }
+  if (stop) {
+    permanent_ = cause;
+    fail_waiting(cause);
+    if (retry_timer_) retry_timer_->cancel();
+    set_status(Status{State::failed, status_.attempt, engine::Duration{0}, cause});
+    return;
   }
   const unsigned attempt = status_.attempt + 1;
   const auto delay = session_->draw_delay(attempt);
@@ -457,12 +484,15 @@ std::shared_ptr<RecoveringChannel> Session::channel(RecoveringChannel::Setup set
 void Session::close(Callback<void> done) {
   if (!done) done = [](Result<void>) {};
   const bool was_connected = connection_ && connection_->is_open();
-  set_status(Status{State::closed, 0, engine::Duration{0}, status_.last_cause});
+  // The application's own close: what went wrong before is no longer the state's cause.
+  set_status(Status{State::closed, 0, engine::Duration{0}, std::nullopt});
   retry_timer_->cancel();
   for (auto& ch : channels_) {
     ch->ready_ = false;
     if (ch->retry_timer_) ch->retry_timer_->cancel();
-    ch->fail_waiting(make_error(errc::connection_closed, "the session closed first; it was never sent"));
+    Error never_sent = make_error(errc::connection_closed, "the session closed first; it was never sent");
+    never_sent.sent = Sent::no;
+    ch->fail_waiting(never_sent);
   }
   fail_channel_waiters(make_error(errc::connection_closed, "the session closed before a connection came"));
   if (!was_connected) {
@@ -470,6 +500,49 @@ void Session::close(Callback<void> done) {
     return;
   }
   connection_->close(std::move(done));
+}
+
+const char* to_string(Session::State state) noexcept {
+  switch (state) {
+    case Session::State::connecting: return "connecting";
+    case Session::State::connected: return "connected";
+    case Session::State::reconnecting: return "reconnecting";
+    case Session::State::closed: return "closed";
+  }
+  return "?";
+}
+
+const char* to_string(RecoveringChannel::State state) noexcept {
+  switch (state) {
+    case RecoveringChannel::State::opening: return "opening";
+    case RecoveringChannel::State::ready: return "ready";
+    case RecoveringChannel::State::retrying: return "retrying";
+    case RecoveringChannel::State::failed: return "failed";
+  }
+  return "?";
+}
+
+namespace {
+template <class Status>
+std::string status_text(const char* state, const Status& s) {
+  std::string text = state;
+  std::string more;
+  if (s.attempt > 0) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(s.delay).count();
+    more = "attempt " + std::to_string(s.attempt) + " in " + std::to_string(ms) + " ms";
+  }
+  if (s.last_cause) more += std::string(more.empty() ? "" : "; ") + "last cause: " + s.last_cause->to_string();
+  if (!more.empty()) text += " (" + more + ")";
+  return text;
+}
+}  // namespace
+
+std::string to_string(const Session::Status& status) {
+  return status_text(to_string(status.state), status);
+}
+
+std::string to_string(const RecoveringChannel::Status& status) {
+  return status_text(to_string(status.state), status);
 }
 
 }  // namespace warren::client

@@ -85,6 +85,15 @@ bool is_permanent(const Error& e) noexcept {
   }
 }
 
+const char* to_string(Sent sent) noexcept {
+  switch (sent) {
+    case Sent::no: return "no";
+    case Sent::maybe: return "maybe";
+    case Sent::unknown: break;
+  }
+  return "unknown";
+}
+
 std::string Error::to_string() const {
   std::string text = code.message();
   if (reply_code != 0) text += " (" + std::to_string(reply_code) + ")";

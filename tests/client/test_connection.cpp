@@ -319,6 +319,28 @@ class HandleTest : public ConnectionTest {
   static FakeBroker::Settle reject(std::uint16_t channel, std::uint64_t tag) { return {"basic.reject", channel, tag, true}; }
 };
 
+// Issue 23, item 9: a broker that has the connection blocked reads nothing once a publish
+// came, connection.close included. The close waits its close_timeout for a close-ok that
+// cannot come, and then says so, naming the block: it used to report success.
+TEST_F(HandleTest, a_close_the_blocked_broker_never_read_says_so) {
+  world.queues["q"];
+  // The publish crosses connection.blocked on the wire: the broker reads it, and stops reading.
+  broker().set_blocked(true);
+  bool sent = false;
+  ch.publish({.routing_key = "q"}, text("held"), [&](Result<engine::PublishOutcome>) { sent = true; });
+  driver.run();
+  Calls closed;
+  conn->close([&](Result<void> r) { closed(r); });
+  driver.advance(9999ms);
+  EXPECT_EQ(closed.count, 0) << "it gave up before close_timeout";
+  driver.advance(1ms);
+  ASSERT_EQ(closed.count, 1);
+  EXPECT_EQ(closed.last,
+            "timed out: connection.close-ok did not arrive within 10000 ms (the broker had the connection blocked: "
+            "low on memory)");
+  EXPECT_TRUE(sent);
+}
+
 // A handle outlives its channel; the channel number does not: the broker closes channel 1,
 // the next open_channel gets number 1 again, and every verb on the old handle fails with the
 // old channel's cause without sending the broker a byte. Its user's own close is the same.

@@ -45,6 +45,15 @@ class SessionTest : public ::testing::Test {
   }
 };
 
+TEST(SessionStates, each_has_a_name_for_logs) {
+  EXPECT_STREQ(client::to_string(Session::State::connecting), "connecting");
+  EXPECT_STREQ(client::to_string(Session::State::connected), "connected");
+  EXPECT_STREQ(client::to_string(Session::State::reconnecting), "reconnecting");
+  EXPECT_STREQ(client::to_string(Session::State::closed), "closed");
+  EXPECT_STREQ(client::to_string(client::RecoveringChannel::State::retrying), "retrying");
+  EXPECT_EQ(client::to_string(Session::Status{.state = Session::State::connected}), "connected");
+}
+
 TEST(Backoff, the_ceiling_grows_by_the_factor_up_to_the_cap) {
   client::Backoff b{100ms, 2.0, 1000ms};
   std::vector<long> ceilings;
@@ -64,6 +73,8 @@ TEST_F(SessionTest, the_first_connection_is_retried_with_full_jitter_until_the_h
     EXPECT_EQ(st.last_cause->to_string(), "connection lost: connect fake:5001: connection refused");
     EXPECT_GE(st.delay.count(), 0);
     EXPECT_LE(st.delay, options.backoff.ceiling(attempt)) << "attempt " << attempt;
+    EXPECT_EQ(client::to_string(st), "connecting (attempt " + std::to_string(attempt) + " in " + std::to_string(st.delay.count()) +
+                                         " ms; last cause: connection lost: connect fake:5001: connection refused)");
     delays.push_back(static_cast<long>(st.delay.count()));
     const int dials = driver.dials;
     if (st.delay.count() > 0) {
@@ -508,6 +519,89 @@ TEST_F(SessionTest, a_publish_timeout_bounds_the_broker_s_answer_too) {
   driver.advance(1ms);
   EXPECT_EQ(outcome.value_or("<none>"), "timed_out: no confirm within 2000 ms; the broker may or may not have the message");
   driver.advance(20s);  // the engine's own timeout later is not a second report
+}
+
+}  // namespace
+}  // namespace warren::test
+
+namespace warren::test {
+namespace {
+
+// Issue 23, item 5: a recovering channel whose setup the broker refuses for good (here a 406:
+// the queue exists with other arguments) retried forever in silence unless the application
+// had set on_status. The refusal is now told once per episode: to on_setup_refused when set,
+// else as one line on standard error; retry_refused_setup = false stops the retries.
+class RefusedSetup : public ::testing::Test {
+ protected:
+  FakeDriver driver;
+  BrokerWorld world;
+  client::SessionOptions options;
+  int declares = 0;
+
+  RefusedSetup() {
+    options.jitter_seed = 42;
+    options.backoff = client::Backoff{100ms, 2.0, 1000ms};
+    driver.hosts[5001] = FakeDriver::Host::broker;
+    driver.broker_configs[5001] = FakeBroker::Config{.world = &world};
+    world.queues["jobs"];
+    world.queue_info["jobs"] = ModelQueueInfo{.type = "quorum"};
+  }
+  std::shared_ptr<Session> start() {
+    auto url = client::parse_url("amqp://guest:guest@fake:5001");
+    auto s = Session::start(driver, *url, options);
+    driver.run();
+    return s;
+  }
+  client::RecoveringChannel::Setup declare_classic() {
+    return [this](client::RecoveringChannel& c, client::Callback<void> done) {
+      ++declares;
+      c.channel().queue_declare({.name = "jobs", .durable = true}, [done](Result<client::QueueDeclared> r) {
+        done(r ? Result<void>() : Result<void>(r.error()));
+      });
+    };
+  }
+};
+
+TEST_F(RefusedSetup, is_told_on_standard_error_once_by_default_and_retried) {
+  auto session = start();
+  ::testing::internal::CaptureStderr();
+  auto ch = session->channel(declare_classic());
+  driver.advance(10s);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_GT(declares, 3) << "it stopped retrying";
+  EXPECT_EQ(ch->status().state, client::RecoveringChannel::State::retrying);
+  EXPECT_EQ(said,
+            "warren: a recovering channel's setup was refused: precondition failed (406): PRECONDITION_FAILED - "
+            "inequivalent arg 'x-queue-type' for queue 'jobs' in vhost '/' (retrying with backoff; "
+            "SessionOptions::on_setup_refused replaces this line)\n");
+  session->close(nullptr);
+  driver.advance(10s);
+}
+
+TEST_F(RefusedSetup, goes_to_on_setup_refused_when_set_and_can_stop_the_retries) {
+  std::vector<std::string> told;
+  options.on_setup_refused = [&](const Error& cause) { told.push_back(cause.to_string()); };
+  options.retry_refused_setup = false;
+  auto session = start();
+  ::testing::internal::CaptureStderr();
+  auto ch = session->channel(declare_classic());
+  driver.advance(10s);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_NE(told[0].find("inequivalent arg 'x-queue-type'"), std::string::npos) << told[0];
+  EXPECT_EQ(declares, 1) << "it was retried";
+  EXPECT_EQ(ch->status().state, client::RecoveringChannel::State::failed);
+  int published = 0;
+  ch->publish({.routing_key = "jobs"}, std::as_bytes(std::span{"x", 1}), [&](Result<engine::PublishOutcome>) { ++published; });
+  driver.run();
+  EXPECT_EQ(published, 1) << "a publish waited on a channel that will not be retried";
+  // The application's own close: the status no longer names the old cause.
+  bool closed = false;
+  session->close([&](Result<void>) { closed = true; });
+  driver.advance(10s);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(session->status().state, Session::State::closed);
+  EXPECT_FALSE(session->status().last_cause.has_value()) << session->status().last_cause->to_string();
 }
 
 }  // namespace

@@ -195,8 +195,16 @@ class ScriptedBroker {
     fed_ += bytes.size();
   }
   void drain() {
-    while (auto e = conn.poll_event()) events_.push_back(engine::to_string(*e));
+    while (auto e = conn.poll_event()) {
+      if (const auto* p = std::get_if<engine::PublishDone>(&*e)) publish_done.push_back(*p);
+      events_.push_back(engine::to_string(*e));
+    }
   }
+
+ public:
+  std::vector<engine::PublishDone> publish_done;  // every publish outcome, as reported
+
+ private:
 
   std::optional<std::size_t> split_at_;
   std::size_t fed_ = 0;

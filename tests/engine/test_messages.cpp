@@ -181,6 +181,32 @@ TEST(Blocked, one_deadline_covers_the_wait) {
   });
 }
 
+// A program deciding whether a resend can duplicate needs the fact, not the text: behind
+// connection.blocked a publish written before the block may be delivered (sent: maybe), one
+// held behind it never left (sent: no). Both are errc::timeout.
+TEST(Blocked, a_timeout_says_whether_the_publish_left_the_client) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto written = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("x"), b.now);
+    ASSERT_TRUE(written.ok());
+    b.send(0, ConnectionBlocked{"memory"});
+    b.next_event();
+    auto held = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("y"), b.now);
+    ASSERT_TRUE(held.ok());
+    b.advance(10s);
+    ASSERT_EQ(b.publish_done.size(), 2u);
+    for (const auto& done : b.publish_done) {
+      EXPECT_EQ(done.outcome, engine::PublishOutcome::timed_out);
+      EXPECT_EQ(done.cause.code, make_error_code(errc::timeout));
+      EXPECT_EQ(done.cause.sent, done.first == *written ? Sent::maybe : Sent::no) << done.cause.to_string();
+    }
+  });
+}
+
 TEST(Confirms, one_deadline_covers_the_confirm) {
   every_split([](ScriptedBroker& b) {
     b.connect();

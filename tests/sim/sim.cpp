@@ -114,6 +114,7 @@ struct Sim::Impl {
   };
   std::vector<SessionState> sessions;
   int next_session_queue = 0;
+  int setups_refused = 0;
   std::vector<client::Message> session_unacked;
   std::vector<client::Consumer> session_consumers;
   std::vector<client::Channel> session_plain;  // Session::open_channel's
@@ -630,6 +631,9 @@ struct Sim::Impl {
     o.client = options();
     o.backoff = client::Backoff{100ms, 2.0, 2000ms};
     o.jitter_seed = 7 + sessions.size();
+    // Refused setups (the broker's 404s and 406s) are the simulation's doing: counted, not
+    // printed (the default is a line on standard error each).
+    o.on_setup_refused = [this](const Error&) { ++setups_refused; };
     auto url = client::parse_url("amqp://guest:guest@fake:5004,fake:5002?heartbeat=1");
     st.s = client::Session::start(driver, *url, o);
     // Its states: none after `closed`, and (through the ledger) none after the session's

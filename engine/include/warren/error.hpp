@@ -50,6 +50,17 @@ enum class errc : int {
   return {static_cast<int>(e), error_category()};
 }
 
+// A failed publish: whether its bytes can have reached the broker, which decides whether a
+// resend can duplicate it.
+enum class Sent : std::uint8_t {
+  unknown,  // not a publish's failure, or not known
+  no,       // it never left the client (held behind connection.blocked, refused, no connection):
+            // the broker cannot have it; a resend cannot duplicate it
+  maybe,    // written (or queued to be) and no confirm came: the broker may have it, and may
+            // deliver it; a resend may duplicate it
+};
+[[nodiscard]] const char* to_string(Sent sent) noexcept;
+
 // One failure, with what the category's message cannot say: which byte, which field, which
 // limit; for a broker close, its reply code and text and the method it blamed.
 struct Error {
@@ -61,6 +72,7 @@ struct Error {
   // What the error put out of use (see scope()): set where that is known, not compared.
   bool channel_close = false;     // a channel (the broker's channel.close, a request timeout)
   bool connection_ended = false;  // the whole connection (its latched cause, a failed dial)
+  Sent sent = Sent::unknown;      // a failed publish: whether the broker can have it
 
   // "protocol error: frame end byte 0x41 is not 0xCE"
   [[nodiscard]] std::string to_string() const;

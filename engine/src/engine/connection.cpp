@@ -12,6 +12,11 @@ using namespace detail;
 
 namespace {
 std::string ms_text(Duration d) { return std::to_string(d.count()) + " ms"; }
+// A publish's failure, with whether its bytes can have reached the broker.
+Error sent_as(Sent sent, Error e) {
+  e.sent = sent;
+  return e;
+}
 }  // namespace
 
 Connection::Impl::Impl(ConnectionOptions options, Instant now)
@@ -160,7 +165,10 @@ void Connection::Impl::handle_timeout(Instant now) {
   }
   if (auto* c = std::get_if<ClosingConnection>(&phase_); c && now >= c->deadline) {
     discard_output_ = true;
-    fail(make_error(errc::timeout, "connection.close-ok did not arrive within " + ms_text(options_.close_timeout)), 0);
+    // A broker that has the connection blocked reads nothing once a publish came: say so.
+    std::string why = "connection.close-ok did not arrive within " + ms_text(options_.close_timeout);
+    if (blocked_) why += " (the broker had the connection blocked: " + blocked_reason_ + ")";
+    fail(make_error(errc::timeout, std::move(why)), 0);
     return;
   }
   if (heartbeat_s_ > 0) {
@@ -238,8 +246,8 @@ void Connection::Impl::handle_timeout(Instant now) {
         }
         u.settled = true;
         emit(PublishDone{id, u.id, u.id, PublishOutcome::timed_out,
-                         make_error(errc::timeout, "no confirm within " + ms_text(u.timeout) +
-                                                       "; the broker may or may not have the message")});
+                         sent_as(Sent::maybe, make_error(errc::timeout, "no confirm within " + ms_text(u.timeout) +
+                                                                           "; the broker may or may not have the message"))});
       }
       while (!ch->unconfirmed.empty() && ch->unconfirmed.front().settled) ch->unconfirmed.pop_front();
       ch->unconfirmed_due.at = next;
@@ -261,8 +269,9 @@ void Connection::Impl::expire_publishes(Instant now) {
         continue;
       }
       u.settled = true;  // its bytes are queued: it stays until they are written
+      // Its bytes stay queued and are written later: the broker may yet have it.
       emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::timed_out,
-                       make_error(errc::timeout, "not written within " + ms_text(u.timeout))});
+                       sent_as(Sent::maybe, make_error(errc::timeout, "not written within " + ms_text(u.timeout)))});
     }
     unwritten_due_.at = next;
   }
@@ -277,8 +286,8 @@ void Connection::Impl::expire_publishes(Instant now) {
       }
       waiting_bytes_ -= w.frames.size();
       emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::timed_out,
-                       make_error(errc::timeout, "the connection stayed blocked for " + ms_text(w.timeout) +
-                                                     "; the message was not sent")});
+                       sent_as(Sent::no, make_error(errc::timeout, "the connection stayed blocked for " + ms_text(w.timeout) +
+                                                                        "; the message was not sent"))});
     }
     waiting_due_.at = next;
   }
@@ -309,12 +318,13 @@ void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
   }
   while (!waiting_.empty()) {
     auto w = waiting_.pop_front();
-    emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::failed, cause});
+    emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::failed, sent_as(Sent::no, cause)});
   }
   waiting_bytes_ = 0;
+  // Part of its bytes may have gone out (the kernel had them): the broker may have it.
   while (!unwritten_.empty()) {
     auto u = unwritten_.pop_front();
-    if (!u.settled) emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::failed, cause});
+    if (!u.settled) emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::failed, sent_as(Sent::maybe, cause)});
   }
   if (discard_output_) output_.consume(output_.size_bytes());
   emit(Closed{std::move(cause)});
@@ -333,14 +343,14 @@ void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
   }
   while (!ch.unconfirmed.empty()) {
     auto u = ch.unconfirmed.pop_front();
-    if (!u.settled) emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::failed, cause});
+    if (!u.settled) emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::failed, sent_as(Sent::maybe, cause)});
   }
   // Blocked publishes of this channel will never be sent.
   for (std::size_t n = waiting_.size(); n > 0; --n) {
     auto w = waiting_.pop_front();
     if (w.channel == ch.id) {
       waiting_bytes_ -= w.frames.size();
-      emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::failed, cause});
+      emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::failed, sent_as(Sent::no, cause)});
     } else {
       waiting_.push_back(std::move(w));
     }

@@ -53,6 +53,14 @@ struct SessionOptions {
   Backoff backoff{};
   std::size_t max_waiting_publishes = 10000;
   std::optional<std::uint64_t> jitter_seed{};  // tests fix it; otherwise random
+  // A recovering channel's open or setup refused in a way a retry cannot fix by itself
+  // (is_permanent: 403, an inequivalent redeclare's 406; or a 404, a passive declare of
+  // something missing): told once per episode (until the channel is ready again). Unset: one
+  // line on standard error, so such a channel is never retried in silence.
+  std::function<void(const Error& cause)> on_setup_refused{};
+  // false: such a channel is not retried (its state is `failed`, its publishes fail at once)
+  // until the session's next connection.
+  bool retry_refused_setup = true;
 };
 
 class Session;
@@ -63,7 +71,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   // Runs on each new channel, after confirm.select, with that generation's Channel handle
   // (declare, bind, consume on it); `done` with success marks the channel ready.
   using Setup = std::function<void(RecoveringChannel& channel, Callback<void> done)>;
-  enum class State { opening, ready, retrying };
+  enum class State { opening, ready, retrying, failed };  // failed: refused, not retried (SessionOptions)
   struct Status {
     State state = State::opening;
     unsigned attempt = 0;            // retrying: which retry is next (1-based)
@@ -122,6 +130,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   bool ready_ = false;
   Status status_;
   std::optional<Error> permanent_;  // a cause a retry cannot fix by itself: publishes fail at once
+  bool refusal_told_ = false;       // this episode's refusal was reported (on_setup_refused)
   std::unique_ptr<Timer> retry_timer_;
   std::deque<std::unique_ptr<Waiting>> waiting_;
   std::multimap<engine::Instant, std::shared_ptr<Tracked>> deadlines_;  // every unsettled publish
@@ -202,5 +211,13 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint32_t frame_max_bytes_ = 0;
   std::optional<BrokerVersion> broker_version_;
 };
+
+// The states' names, for logs: "connecting", "ready", ...
+[[nodiscard]] const char* to_string(Session::State state) noexcept;
+[[nodiscard]] const char* to_string(RecoveringChannel::State state) noexcept;
+// "reconnecting (attempt 3 in 400 ms; last cause: connection lost: ...)", "connected": the
+// attempt and delay while a retry waits, the last cause when there is one.
+[[nodiscard]] std::string to_string(const Session::Status& status);
+[[nodiscard]] std::string to_string(const RecoveringChannel::Status& status);
 
 }  // namespace warren::client
