@@ -2,7 +2,9 @@
 // needs C++23 and the clang used for fuzzing does not have it yet.
 #pragma once
 
-#include <cassert>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -10,6 +12,26 @@
 #include "warren/error.hpp"
 
 namespace warren {
+
+// Thrown by value(), operator* and operator-> of a Result that holds an error: a
+// std::system_error (its code() is the error's), carrying the whole Error. A coroutine that
+// would rather throw than check writes `auto conn = (co_await async_connect(...)).value();`.
+class BadResultAccess : public std::system_error {
+ public:
+  explicit BadResultAccess(Error error)
+      : std::system_error(error.code, "warren: " + error.to_string()), error_(std::move(error)) {}
+  [[nodiscard]] const Error& error() const noexcept { return error_; }
+
+ private:
+  Error error_;
+};
+
+namespace detail {
+[[noreturn]] inline void throw_bad_access(const Error& e) { throw BadResultAccess(e); }
+[[noreturn]] inline void throw_no_error() {
+  throw std::logic_error("warren: error() of a Result that holds a value");
+}
+}  // namespace detail
 
 template <class T>
 class [[nodiscard]] Result {
@@ -20,18 +42,35 @@ class [[nodiscard]] Result {
   [[nodiscard]] bool ok() const noexcept { return state_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
-  [[nodiscard]] T& value() & { assert(ok()); return *std::get_if<0>(&state_); }
-  [[nodiscard]] const T& value() const& { assert(ok()); return *std::get_if<0>(&state_); }
-  [[nodiscard]] T&& value() && { assert(ok()); return std::move(*std::get_if<0>(&state_)); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
+  // The value; on an error, BadResultAccess (in every build type: never a read of nothing).
+  [[nodiscard]] T& value() & { return *checked(); }
+  [[nodiscard]] const T& value() const& { return *checked(); }
+  [[nodiscard]] T&& value() && { return std::move(*checked()); }
+  T* operator->() { return checked(); }
+  const T* operator->() const { return checked(); }
+  T& operator*() & { return *checked(); }
+  const T& operator*() const& { return *checked(); }
 
-  [[nodiscard]] const Error& error() const& { assert(!ok()); return *std::get_if<1>(&state_); }
-  [[nodiscard]] Error&& error() && { assert(!ok()); return std::move(*std::get_if<1>(&state_)); }
+  // The error; on a value, std::logic_error.
+  [[nodiscard]] const Error& error() const& {
+    if (const auto* e = std::get_if<1>(&state_)) return *e;
+    detail::throw_no_error();
+  }
+  [[nodiscard]] Error&& error() && {
+    if (auto* e = std::get_if<1>(&state_)) return std::move(*e);
+    detail::throw_no_error();
+  }
 
  private:
+  T* checked() {
+    if (auto* v = std::get_if<0>(&state_)) return v;
+    detail::throw_bad_access(*std::get_if<1>(&state_));
+  }
+  const T* checked() const {
+    if (const auto* v = std::get_if<0>(&state_)) return v;
+    detail::throw_bad_access(*std::get_if<1>(&state_));
+  }
+
   std::variant<T, Error> state_;
 };
 
@@ -43,8 +82,18 @@ class [[nodiscard]] Result<void> {
 
   [[nodiscard]] bool ok() const noexcept { return !failed_; }
   explicit operator bool() const noexcept { return ok(); }
-  [[nodiscard]] const Error& error() const& { assert(failed_); return error_; }
-  [[nodiscard]] Error&& error() && { assert(failed_); return std::move(error_); }
+  // Nothing on success; on an error, BadResultAccess (`(co_await ch->close(...)).value();`).
+  void value() const {
+    if (failed_) detail::throw_bad_access(error_);
+  }
+  [[nodiscard]] const Error& error() const& {
+    if (!failed_) detail::throw_no_error();
+    return error_;
+  }
+  [[nodiscard]] Error&& error() && {
+    if (!failed_) detail::throw_no_error();
+    return std::move(error_);
+  }
 
  private:
   Error error_;
