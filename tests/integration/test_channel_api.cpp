@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "client_fixture.hpp"
+#include "support/nested_headers.hpp"
 #include "warren/client/channel.hpp"
 
 namespace warren::test {
@@ -139,14 +140,7 @@ TEST_P(ChannelApi, publish_outcomes_reach_the_caller_with_the_brokers_words) {
 // deep, and the connection stays open for the next one; before, the frame was refused and the
 // connection closed, and the broker handed the same message to the next consumer, forever.
 TEST_P(ChannelApi, a_message_whose_headers_nest_too_deep_is_delivered_and_only_its_headers_refused) {
-  std::vector<std::byte> deep;  // innermost: an empty table
-  for (int i = 0; i < 100; ++i) {
-    std::vector<std::byte> outer{std::byte{1}, std::byte{'n'}, std::byte{'F'}};
-    const auto n = static_cast<std::uint32_t>(deep.size());
-    for (int s = 24; s >= 0; s -= 8) outer.push_back(std::byte(n >> s));
-    outer.insert(outer.end(), deep.begin(), deep.end());
-    deep = std::move(outer);
-  }
+  const std::vector<std::byte> deep = test::nested_headers(100);
   auto ch = open();
   auto q = temp_queue(ch);
   ASSERT_TRUE(wait<void>([&](auto d) { ch.confirm_select(d); }).ok());

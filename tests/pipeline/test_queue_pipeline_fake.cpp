@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/fake_driver.hpp"
+#include "support/nested_headers.hpp"
 #include "warren/pipeline/queue_pipeline.hpp"
 
 namespace warren::test {
@@ -109,14 +110,7 @@ TEST_F(PipelineOnTheModelBroker, ADrainHandsBackWhatTheCoreHeldNotWhatItGuessed)
   FakeBroker& broker = driver.last_broker();
   broker.hold_confirms(true);
 
-  std::vector<std::byte> deep;  // headers nested 100 deep: the decoder stops at 64
-  for (int i = 0; i < 100; ++i) {
-    std::vector<std::byte> outer{std::byte{1}, std::byte{'n'}, std::byte{'F'}};
-    const auto n = static_cast<std::uint32_t>(deep.size());
-    for (int sh = 24; sh >= 0; sh -= 8) outer.push_back(std::byte(n >> sh));
-    outer.insert(outer.end(), deep.begin(), deep.end());
-    deep = std::move(outer);
-  }
+  const std::vector<std::byte> deep = nested_headers(100);  // the decoder stops at 64
   for (const char* body : {"a", "b", "c"}) world.queues["src"].push_back(BrokerWorld::Message{body, {}, {}, false});
   BrokerWorld::Message poison{"poison", {}, {}, false};
   poison.headers = deep;

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "support/nested_headers.hpp"
 #include "warren/client/url.hpp"
 
 namespace warren::layersim {
@@ -15,20 +16,6 @@ namespace {
 const std::string source = "pipe.src", output = "pipe.out", dead_letters = "pipe.dlq";
 constexpr engine::Duration publish_deadline = 30s;
 constexpr engine::Duration drain_deadline = 5s;
-
-// Headers nested 100 deep: the client's decoder stops at 64, so the record cannot be built
-// and the pipeline dead-letters the delivery outside its core.
-std::vector<std::byte> undecodable_headers() {
-  std::vector<std::byte> deep;
-  for (int i = 0; i < 100; ++i) {
-    std::vector<std::byte> outer{std::byte{1}, std::byte{'n'}, std::byte{'F'}};
-    const auto n = static_cast<std::uint32_t>(deep.size());
-    for (int sh = 24; sh >= 0; sh -= 8) outer.push_back(std::byte(n >> sh));
-    outer.insert(outer.end(), deep.begin(), deep.end());
-    deep = std::move(outer);
-  }
-  return deep;
-}
 
 std::string body_of(const BrokerWorld::Message& m) { return m.body; }
 
@@ -101,7 +88,9 @@ void PipeSim::put(int kind, bool foreign) {
   m.body = "r" + std::to_string(++next_record_);
   m.routing_key = source;
   if (foreign) m.user_id = "mallory";
-  if (kind == undecodable) m.headers = undecodable_headers();
+  // Nested 100 deep: the client's decoder stops at 64, so the record cannot be built and the
+  // pipeline dead-letters the delivery outside its core.
+  if (kind == undecodable) m.headers = test::nested_headers(100);
   kind_of_[m.body] = kind;
   world_.enqueue(source, std::move(m));
   world_.dispatch();
