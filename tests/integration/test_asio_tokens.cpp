@@ -186,6 +186,47 @@ TEST(AsioTokens, publish_outcomes_confirmed_unroutable_and_nacked) {
   });
 }
 
+// Issue 23, item 7: many publishes awaited together. 500 bodies go out at once and the
+// coroutine wakes once, when every confirm came; each outcome sits in its body's place.
+TEST(AsioTokens, publish_all_awaits_every_confirm_together) {
+  run([](AsioDriver& driver) -> asio::awaitable<void> {
+    auto conn = co_await asio_driver::async_connect(driver, url(), use_awaitable);
+    CO_ASSERT_OK(conn);
+    auto ch = co_await asio_driver::async_open_channel(*conn, use_awaitable);
+    CO_ASSERT_OK(ch);
+    const client::QueueDeclareOptions temporary{.exclusive = true};
+    auto q = co_await ch->queue_declare(temporary, use_awaitable);
+    CO_ASSERT_OK(q);
+    CO_ASSERT_OK(co_await ch->confirm_select(use_awaitable));
+    std::vector<std::string> texts;
+    for (int i = 0; i < 500; ++i) texts.push_back("m" + std::to_string(i));
+    std::vector<std::span<const std::byte>> bodies;
+    for (const auto& t : texts) bodies.push_back(client::as_bytes(t));
+    auto outcomes = co_await ch->publish_all({.routing_key = q->name}, bodies, use_awaitable);
+    texts.clear();  // the bodies were copied when it started
+    CO_ASSERT_OK(outcomes);
+    EXPECT_EQ(outcomes->size(), 500u);
+    for (const auto& o : *outcomes) {
+      EXPECT_TRUE(o.ok()) << o.error().to_string();
+      if (o) {
+        EXPECT_EQ(*o, engine::PublishOutcome::confirmed);
+      }
+    }
+    const client::QueueDeclareOptions passive{.name = q->name, .passive = true};
+    auto declared = co_await ch->queue_declare(passive, use_awaitable);
+    CO_ASSERT_OK(declared);
+    EXPECT_EQ(declared->message_count, 500u);
+    // An unroutable mandatory one fails in its own place; the others are confirmed.
+    std::vector<std::span<const std::byte>> two{client::as_bytes("a"), client::as_bytes("b")};
+    auto lost = co_await ch->publish_all({.exchange = "amq.direct", .routing_key = "nobody-binds-this", .mandatory = true},
+                                         two, use_awaitable);
+    CO_ASSERT_OK(lost);
+    EXPECT_EQ(lost->size(), 2u);
+    for (const auto& o : *lost) EXPECT_EQ(o.ok() ? std::error_code() : o.error().code, make_error_code(errc::unroutable));
+    CO_ASSERT_OK(co_await asio_driver::async_close(*conn, use_awaitable));
+  });
+}
+
 // A deferred operation runs when it is launched, not when it is written: by then the strings
 // its options and its publish were made from are gone.
 TEST(AsioTokens, a_deferred_token_launched_after_its_strings_are_gone) {
