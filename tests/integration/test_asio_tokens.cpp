@@ -499,6 +499,24 @@ TEST(AsioTokens, cancel_hands_back_the_unread_deliveries) {
   });
 }
 
+// Issue 23, item 10: a plain channel on a Session's connection through a token, used as any
+// asio_driver::Channel (a declare and a confirmed publish).
+TEST(AsioTokens, a_sessions_plain_channel_through_a_token) {
+  run([](AsioDriver& driver) -> asio::awaitable<void> {
+    auto session = client::Session::start(driver, url(), {});
+    auto ch = co_await asio_driver::async_open_channel(session, use_awaitable);
+    CO_ASSERT_OK(ch);
+    const client::QueueDeclareOptions temporary{.exclusive = true};
+    auto q = co_await ch->queue_declare(temporary, use_awaitable);
+    CO_ASSERT_OK(q);
+    CO_ASSERT_OK(co_await ch->confirm_select(use_awaitable));
+    auto sent = co_await ch->publish({.routing_key = q->name}, client::as_bytes("via the session"), use_awaitable);
+    CO_ASSERT_OK(sent);
+    EXPECT_EQ(*sent, engine::PublishOutcome::confirmed);
+    CO_ASSERT_OK(co_await asio_driver::async_close(session, use_awaitable));
+  });
+}
+
 TEST(AsioTokens, pool_borrow_session_publish_and_close_and_rpc_call) {
   run([](AsioDriver& driver) -> asio::awaitable<void> {
     auto pool = asio_driver::Pool::create(driver, url(), {.size = 1});

@@ -1,11 +1,13 @@
 // A Session on Asio through completion tokens: a recovering channel's confirmed publish
-// (`void(Result<engine::PublishOutcome>)`) and the session's close (`void(Result<void>)`).
+// (`void(Result<engine::PublishOutcome>)`), a plain channel on the session's connection
+// (`void(Result<asio_driver::Channel>)`) and the session's close (`void(Result<void>)`).
 // Callable from any thread; the initiation runs on the session's loop.
 #pragma once
 
 #include <memory>
 #include <span>
 
+#include "warren/asio/channel.hpp"
 #include "warren/asio/initiate.hpp"
 #include "warren/client/owned_publish.hpp"
 #include "warren/client/session.hpp"
@@ -26,6 +28,22 @@ auto async_publish(std::shared_ptr<client::RecoveringChannel> channel, const cli
           client::Callback<engine::PublishOutcome> done) {
         if (!owned.status().ok()) return done(owned.status().error());
         channel->publish(owned.publish(), owned.body(), std::move(done));
+      },
+      std::forward<Token>(token));
+}
+
+// A plain channel on the session's connection (Session::open_channel): while the session is
+// between connections it waits for the next, within the request timeout. The channel is not
+// recovered: after a reconnect it fails with its cause and a new one is asked for.
+template <class Token>
+auto async_open_channel(std::shared_ptr<client::Session> session, Token&& token) {
+  const auto loop = detail::loop_executor(session->driver());
+  return detail::initiate<Channel>(
+      loop,
+      [session = std::move(session), loop](client::Callback<Channel> done) {
+        session->open_channel(client::Callback<client::Channel>([done = std::move(done), loop](Result<client::Channel> r) {
+          done(detail::map<Channel>(std::move(r), [&](client::Channel ch) { return Channel(std::move(ch), loop); }));
+        }));
       },
       std::forward<Token>(token));
 }
