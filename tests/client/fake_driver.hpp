@@ -739,7 +739,7 @@ class FakeBroker {
         const auto& log = s->second;
         cursor = log.end();
         if (const auto* v = arguments.ok() ? arguments->find("x-stream-offset") : nullptr) {
-          if (auto n = ModelQueueInfo::integer(*v)) cursor = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(*n, 0)), log.first, log.end());
+          if (auto n = v->integer()) cursor = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(*n, 0)), log.first, log.end());
           else if (auto t = ModelQueueInfo::text(*v); t == "first") cursor = log.first;
           else if (t == "last") cursor = log.entries.empty() ? log.end() : log.end() - 1;
         }

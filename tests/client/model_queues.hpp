@@ -23,15 +23,6 @@ struct ModelQueueInfo {
   int exclusive_owner = 0;  // the broker connection's id, or 0
   std::optional<std::int64_t> expires_ms;  // x-expires (kept to compare, not enforced)
 
-  [[nodiscard]] static std::optional<std::int64_t> integer(const wire::FieldValue& v) {
-    return std::visit(
-        [](const auto& x) -> std::optional<std::int64_t> {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return static_cast<std::int64_t>(x);
-          else return std::nullopt;
-        },
-        v.value);
-  }
   [[nodiscard]] static std::optional<std::string> text(const wire::FieldValue& v) {
     if (const auto* s = std::get_if<std::string>(&v.value)) return *s;
     return std::nullopt;
@@ -39,10 +30,10 @@ struct ModelQueueInfo {
   static ModelQueueInfo from(const wire::FieldTable& arguments) {
     ModelQueueInfo info;
     if (const auto* v = arguments.find("x-queue-type"); v && text(*v)) info.type = *text(*v);
-    if (const auto* v = arguments.find("x-message-ttl")) info.ttl_ms = integer(*v);
+    if (const auto* v = arguments.find("x-message-ttl")) info.ttl_ms = v->integer();
     if (const auto* v = arguments.find("x-dead-letter-exchange")) info.dlx = text(*v);
     if (const auto* v = arguments.find("x-dead-letter-routing-key")) info.dlrk = text(*v);
-    if (const auto* v = arguments.find("x-expires")) info.expires_ms = integer(*v);
+    if (const auto* v = arguments.find("x-expires")) info.expires_ms = v->integer();
     return info;
   }
   // RabbitMQ's 406 for a redeclare with other arguments: the first that differs, or nothing.
@@ -71,7 +62,7 @@ inline void add_death(wire::FieldTable& headers, const std::string& queue, const
     const auto* q = t->find("queue");
     const auto* r = t->find("reason");
     if (q && r && ModelQueueInfo::text(*q) == queue && ModelQueueInfo::text(*r) == reason) {
-      if (const auto* c = t->find("count")) count = ModelQueueInfo::integer(*c).value_or(0);
+      if (const auto* c = t->find("count")) count = c->integer().value_or(0);
       deaths.erase(it);
       break;
     }

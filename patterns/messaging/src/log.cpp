@@ -104,18 +104,9 @@ std::optional<std::uint64_t> stream_offset(const wire::BasicProperties& properti
   auto table = properties.headers->to_table();
   if (!table) return std::nullopt;
   const auto* v = table->find("x-stream-offset");
-  if (!v) return std::nullopt;
-  return std::visit(
-      [](const auto& x) -> std::optional<std::uint64_t> {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-          if (x < 0) return std::nullopt;
-          return static_cast<std::uint64_t>(x);
-        } else {
-          return std::nullopt;
-        }
-      },
-      v->value);
+  const auto n = v ? v->integer() : std::nullopt;
+  if (!n || *n < 0) return std::nullopt;
+  return static_cast<std::uint64_t>(*n);
 }
 
 bool is_gap(std::uint64_t asked, std::uint64_t first_delivered, std::uint64_t oldest) noexcept {

@@ -10,16 +10,6 @@
 namespace warren::messaging {
 namespace {
 
-std::optional<std::int64_t> integer_of(const wire::FieldValue& v) {
-  return std::visit(
-      [](const auto& x) -> std::optional<std::int64_t> {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return static_cast<std::int64_t>(x);
-        else return std::nullopt;
-      },
-      v.value);
-}
-
 // Headers the broker writes when it dead-letters (the retry levels do, every time): dropped
 // from a republish so they neither grow nor count against the frame (RabbitMQ 4 ignores
 // them in a client's publish anyway).
@@ -31,7 +21,7 @@ bool broker_death_header(std::string_view key) {
 std::int64_t delivery_count(const client::Message& m) {
   if (auto h = m.headers(); h)
     if (const auto* v = h->find("x-delivery-count"))
-      if (auto n = integer_of(*v)) return *n;
+      if (auto n = v->integer()) return *n;
   return 0;
 }
 
@@ -85,7 +75,7 @@ WorkItem::WorkItem(std::shared_ptr<WorkQueue> queue, client::Message message)
     : queue_(std::move(queue)), message_(std::move(message)) {
   if (auto h = message_.headers(); h)
     if (const auto* v = h->find(attempt_header))
-      if (auto n = integer_of(*v); n && *n >= 1) attempt_ = static_cast<std::uint32_t>(std::min<std::int64_t>(*n, 1 << 30));
+      if (auto n = v->integer(); n && *n >= 1) attempt_ = static_cast<std::uint32_t>(std::min<std::int64_t>(*n, 1 << 30));
 }
 
 std::string_view WorkItem::message_id() const noexcept {

@@ -1,6 +1,5 @@
 #include "warren/pipeline/mapping.hpp"
 
-#include <variant>
 
 namespace warren::pipeline {
 namespace {
@@ -17,14 +16,8 @@ std::optional<std::string_view> view(const std::optional<std::string>& v) {
 // A quorum queue counts its returns in x-delivery-count (a long or an int by version).
 std::uint32_t delivery_count(const wire::FieldTable& headers) {
   const wire::FieldValue* v = headers.find("x-delivery-count");
-  if (!v) return 0;
-  return std::visit(
-      [](const auto& x) -> std::uint32_t {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return x < 0 ? 0 : static_cast<std::uint32_t>(x);
-        else return 0;
-      },
-      v->value);
+  const auto n = v ? v->integer() : std::nullopt;
+  return !n || *n < 0 ? 0 : static_cast<std::uint32_t>(*n);
 }
 
 }  // namespace

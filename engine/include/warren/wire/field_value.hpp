@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -78,6 +80,17 @@ struct FieldValue {
   FieldValue(const char* text) : value(std::string(text)) {}  // NOLINT
 
   [[nodiscard]] char type_tag() const noexcept { return field_type_tags[value.index()]; }
+  // An integer of any width as a long (brokers send a count as short, int or long by version);
+  // nothing for any other type, a bool included.
+  [[nodiscard]] std::optional<std::int64_t> integer() const noexcept {
+    return std::visit(
+        [](const auto& x) -> std::optional<std::int64_t> {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return static_cast<std::int64_t>(x);
+          else return std::nullopt;
+        },
+        value);
+  }
   friend bool operator==(const FieldValue& a, const FieldValue& b) { return a.value == b.value; }
 };
 
