@@ -295,33 +295,24 @@ void Log::oldest(client::Callback<std::optional<std::uint64_t>> done) {
 
 void Log::follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
                  std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done) {
-  // "next" and "last" name a place that moves: they are resolved once, against the tip now, so
+  // "first", "next" and "last" name places that move (retention, appends): each is resolved
+  // once, now ("first" against the oldest entry, "next" and "last" against the tip), so
   // consuming again before the first entry (a reconnect) starts where the tail started, not
-  // where the stream has got to meanwhile.
-  if (!from.offset && (from.position == "next" || from.position == "last")) {
-    auto self = shared_from_this();
-    return tip([self, from, on_entry, on_end, done](Result<std::optional<std::uint64_t>> tip) {
-      if (!tip) return done(tip.error());
-      const std::uint64_t resolved = !*tip ? 0 : from.position == "next" ? **tip + 1 : **tip;
-      // "next" is an offset from the start; "last" keeps its first look at the whole last
-      // chunk, and falls back to the tip entry only to consume again.
-      if (from.position == "next") return self->subscribe_tail({.offset = resolved}, resolved, on_entry, on_end, done);
-      self->subscribe_tail(from, resolved, on_entry, on_end, done);
-    });
-  }
-  // "first" moves too (retention): resolved to the oldest entry now, so a tail away before its
-  // first entry comes back asking for that offset and reports what retention took meanwhile.
-  // An empty stream starts at 0 (RabbitMQ never empties a stream that had entries: it keeps
-  // the segment being written).
-  if (!from.offset && from.position == "first") {
-    auto self = shared_from_this();
-    return oldest([self, on_entry, on_end, done](Result<std::optional<std::uint64_t>> oldest) {
-      if (!oldest) return done(oldest.error());
-      const std::uint64_t resolved = oldest->value_or(0);
-      self->subscribe_tail({.offset = resolved}, resolved, on_entry, on_end, done);
-    });
-  }
-  subscribe_tail(from, from.offset, on_entry, on_end, done);
+  // where the stream has got to meanwhile, and what retention took meanwhile is a reported
+  // gap. An empty stream starts at 0 (RabbitMQ never empties a stream that had entries: it
+  // keeps the segment being written).
+  const bool moves = from.position == "first" || from.position == "next" || from.position == "last";
+  if (from.offset || !moves) return subscribe_tail(from, from.offset, on_entry, on_end, done);
+  auto resolve = [self = shared_from_this(), from, on_entry, on_end, done](Result<std::optional<std::uint64_t>> found) {
+    if (!found) return done(found.error());
+    const std::uint64_t resolved = from.position == "next" ? (*found ? **found + 1 : 0) : found->value_or(0);
+    // "last" keeps its first look at the whole last chunk, and falls back to the tip entry
+    // only to consume again; "first" and "next" are offsets from the start.
+    if (from.position == "last") return self->subscribe_tail(from, resolved, on_entry, on_end, done);
+    self->subscribe_tail({.offset = resolved}, resolved, on_entry, on_end, done);
+  };
+  if (from.position == "first") return oldest(std::move(resolve));
+  tip(std::move(resolve));
 }
 
 void Log::subscribe_tail(From from, std::optional<std::uint64_t> fallback,
