@@ -93,6 +93,13 @@ struct BrokerWorld {
   void dispatch();                      // hands queued messages to consumers, anywhere
   // A routed message into queue `name`: a stream appends it, a TTL queue stamps its expiry.
   void enqueue(const std::string& name, Message m);
+  // An unacked message back to the head of its queue, marked redelivered; a quorum queue
+  // counts the return.
+  void return_to(const std::string& queue, Message m) {
+    m.redelivered = true;
+    if (is(queue, "quorum")) ++m.delivery_count;
+    queues[queue].push_front(std::move(m));
+  }
   // Where queue `from` sends a message it expired or that was rejected without requeue
   // (nowhere without x-dead-letter-exchange).
   void dead_letter(const std::string& from, Message m, const std::string& reason);
@@ -430,10 +437,7 @@ class FakeBroker {
     // Back to the head of their queues, in delivery order, marked redelivered.
     for (auto it = ch.unacked.rbegin(); it != ch.unacked.rend(); ++it) {
       if (it->second.from_stream) continue;
-      auto m = it->second.message;
-      m.redelivered = true;
-      if (config_.world->is(it->second.queue, "quorum")) ++m.delivery_count;
-      config_.world->queues[it->second.queue].push_front(std::move(m));
+      config_.world->return_to(it->second.queue, it->second.message);
     }
     ch.unacked.clear();
   }
@@ -804,9 +808,7 @@ class FakeBroker {
       if (requeue_it && u.stream) config_.world->stream_rejected.push_back(BrokerWorld::key_of(u.message.body));
       if (u.from_stream) continue;  // a stream keeps its entries: settling only moves the credit on
       if (requeue_it && *requeue_it) {
-        u.message.redelivered = true;
-        if (config_.world->is(u.queue, "quorum")) ++u.message.delivery_count;
-        config_.world->queues[u.queue].push_front(std::move(u.message));
+        config_.world->return_to(u.queue, std::move(u.message));
       } else if (requeue_it) {
         config_.world->dead_letter(u.queue, std::move(u.message), "rejected");
       }
