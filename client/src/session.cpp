@@ -274,12 +274,13 @@ void RecoveringChannel::failed(const Error& cause) {
     channel_.close(nullptr);
   }
   channel_ = Channel{};
-  if (permanent_for_channel(cause)) {
+  const bool is_refused = refused(cause) && session_;
+  const bool stop = is_refused && !session_->options_.retry_refused_setup;
+  if (permanent_for_channel(cause) || stop) {
     permanent_ = cause;
     fail_waiting(cause);  // waiting will not change the answer
   }
-  const bool stop = refused(cause) && session_ && !session_->options_.retry_refused_setup;
-  if (refused(cause) && !std::exchange(refusal_told_, true) && session_) {
+  if (is_refused && !std::exchange(refusal_told_, true)) {
     if (session_->options_.on_setup_refused) {
       session_->options_.on_setup_refused(cause);
     } else {
@@ -288,8 +289,6 @@ void RecoveringChannel::failed(const Error& cause) {
     }
   }
   if (stop) {
-    permanent_ = cause;
-    fail_waiting(cause);
     if (retry_timer_) retry_timer_->cancel();
     set_status(Status{State::failed, status_.attempt, engine::Duration{0}, cause});
     return;
