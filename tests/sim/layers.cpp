@@ -244,12 +244,13 @@ struct LayerSim::Impl {
     }
   }
   void stop_worker(int a) {
-    if (workers.empty()) return;
-    auto& w = workers[static_cast<std::size_t>(a) % workers.size()];
-    if (!w->live || !w->sub) return;
-    w->live = false;
+    if (!workers.empty()) cancel(*workers[static_cast<std::size_t>(a) % workers.size()]);
+  }
+  void cancel(Worker& w) {
+    if (!w.live || !w.sub) return;
+    w.live = false;
     const int cb = reg("worker cancel");
-    w->sub->cancel([this, cb](Result<void>) { hit(cb); });
+    w.sub->cancel([this, cb](Result<void>) { hit(cb); });
   }
 
   // ---- the log
@@ -378,12 +379,13 @@ struct LayerSim::Impl {
     t->offsets.push_back(offset);
   }
   void close_tail(int a) {
-    if (tails.empty()) return;
-    auto& t = tails[static_cast<std::size_t>(a) % tails.size()];
-    if (t->closed || !t->tail) return;
-    t->closed = true;
+    if (!tails.empty()) close(*tails[static_cast<std::size_t>(a) % tails.size()]);
+  }
+  void close(Tail& t) {
+    if (t.closed || !t.tail) return;
+    t.closed = true;
     const int cb = reg("tail close");
-    t->tail->close([this, cb](Result<void>) { hit(cb); });
+    t.tail->close([this, cb](Result<void>) { hit(cb); });
   }
 
   // ---- steps
@@ -490,18 +492,8 @@ struct LayerSim::Impl {
     throw_if_broken();
 
     // Close everything; every callback then ran exactly once and the loop is quiet.
-    for (auto& t : tails)
-      if (t->tail && !t->closed) {
-        t->closed = true;
-        const int cb = reg("tail close");
-        t->tail->close([this, cb](Result<void>) { hit(cb); });
-      }
-    for (auto& w : workers)
-      if (w->live && w->sub) {
-        w->live = false;
-        const int cb = reg("worker cancel");
-        w->sub->cancel([this, cb](Result<void>) { hit(cb); });
-      }
+    for (auto& t : tails) close(*t);
+    for (auto& w : workers) cancel(*w);
     driver.advance(5000ms);
     for (auto& s : sides) {
       const int cb = reg("layer close");

@@ -17,8 +17,6 @@ const std::string source = "pipe.src", output = "pipe.out", dead_letters = "pipe
 constexpr engine::Duration publish_deadline = 30s;
 constexpr engine::Duration drain_deadline = 5s;
 
-std::string body_of(const BrokerWorld::Message& m) { return m.body; }
-
 }  // namespace
 
 PipeSim::PipeSim(test::FakeDriver& driver, test::BrokerWorld& world, Ledger& ledger)
@@ -193,9 +191,9 @@ void PipeSim::finish() {
   check();
   // Every record is where its outcome puts it.
   std::map<std::string, int> in_output, in_dead, in_source;
-  for (const auto& m : world_.queues[output]) ++in_output[body_of(m)];
-  for (const auto& m : world_.queues[dead_letters]) ++in_dead[body_of(m)];
-  for (const auto& m : world_.queues[source]) ++in_source[body_of(m)];
+  for (const auto& m : world_.queues[output]) ++in_output[m.body];
+  for (const auto& m : world_.queues[dead_letters]) ++in_dead[m.body];
+  for (const auto& m : world_.queues[source]) ++in_source[m.body];
   for (const auto& [body, kind] : kind_of_) {
     if (in_source[body]) {
       ledger_.violation("pipeline: " + body + " still in its source after the pipeline ran 40 s");
