@@ -120,8 +120,8 @@ struct ConsumeOptions {
 struct Publish {
   std::string_view exchange{};  // empty: the default exchange (routing_key names the queue)
   std::string_view routing_key{};
-  bool mandatory = false;  // unroutable: the outcome is errc::unroutable (312) in confirm mode
-  Properties properties{};   // {.content_type = "application/json", .delivery_mode = 2, ...}
+  bool mandatory = false;   // unroutable: the outcome is errc::unroutable (312) in confirm mode
+  Properties properties{};  // {.content_type = "application/json", .delivery_mode = 2, ...}
   // This publish's one deadline (wait while blocked, write, confirm). Unset: the channel's.
   std::optional<engine::Duration> timeout{};
 };

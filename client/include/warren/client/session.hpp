@@ -74,9 +74,9 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   enum class State { opening, ready, retrying, failed };  // failed: refused, not retried (SessionOptions)
   struct Status {
     State state = State::opening;
-    unsigned attempt = 0;            // retrying: which retry is next (1-based)
-    engine::Duration delay{0};       // retrying: how long until it
-    std::optional<Error> last_cause{}; // why the channel is not ready, when it failed
+    unsigned attempt = 0;               // retrying: which retry is next (1-based)
+    engine::Duration delay{0};          // retrying: how long until it
+    std::optional<Error> last_cause{};  // why the channel is not ready, when it failed
   };
   ~RecoveringChannel();
 

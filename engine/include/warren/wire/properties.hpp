@@ -25,7 +25,7 @@ struct BasicProperties {
   std::optional<std::string_view> reply_to{};
   std::optional<std::string_view> expiration{};  // milliseconds, as text
   std::optional<std::string_view> message_id{};
-  std::optional<std::uint64_t> timestamp{};      // POSIX seconds
+  std::optional<std::uint64_t> timestamp{};    // POSIX seconds
   std::optional<std::string_view> type{};
   std::optional<std::string_view> user_id{};
   std::optional<std::string_view> app_id{};

@@ -22,7 +22,7 @@ namespace warren::messaging {
 struct SendOptions {
   std::string_view address{};
   std::string_view body{};
-  std::string_view reply_to{};        // an inbox's address, for an answer
+  std::string_view reply_to{};      // an inbox's address, for an answer
   std::string_view correlation_id{};
   client::FieldTable headers{};
   std::optional<engine::Duration> timeout{};  // the confirm's deadline; unset: the channel's

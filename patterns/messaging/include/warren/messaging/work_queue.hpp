@@ -37,9 +37,9 @@ inline constexpr std::string_view original_routing_key_header = "x-warren-origin
 inline constexpr std::string_view original_user_id_header = "x-warren-original-user-id";
 
 struct WorkQueueOptions {
-  std::string name{};            // the queue is "<prefix>.<name>"
+  std::string name{};          // the queue is "<prefix>.<name>"
   std::uint32_t attempts = 5;  // a message is tried this many times, then dead-lettered
-  Backoff backoff{};             // 1 s → 60 s: also fixes the retry queues' delay levels
+  Backoff backoff{};           // 1 s → 60 s: also fixes the retry queues' delay levels
   // Uniform draws in [0, 1) for the jitter; unset: a generator seeded by the layer.
   std::function<double()> random;
 };
@@ -62,8 +62,8 @@ struct Retried {
 };
 
 struct RetryOptions {
-  std::string error{};              // why this attempt failed (cut to fit the frame)
-  client::FieldTable headers{};     // more headers for the retried or dead-lettered message
+  std::string error{};            // why this attempt failed (cut to fit the frame)
+  client::FieldTable headers{};   // more headers for the retried or dead-lettered message
 };
 
 class WorkQueue;

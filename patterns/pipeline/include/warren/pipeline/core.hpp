@@ -130,7 +130,7 @@ using ErrorPolicy = std::function<Outcome(const Record& record, const RecordErro
 struct PipelineOptions {
   std::string name = "pipeline";
   std::size_t concurrency = 1;  // records in flight at once (at least 1)
-  ErrorPolicy on_error{};         // unset: every failure is dead-lettered
+  ErrorPolicy on_error{};       // unset: every failure is dead-lettered
 };
 
 // What `options.on_error` makes of a failure: dead_lettered without a policy; skipped when it

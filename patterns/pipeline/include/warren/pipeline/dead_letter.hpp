@@ -34,7 +34,7 @@ inline constexpr std::string_view original_user_id = "x-pipeline-original-user-i
 
 struct EnvelopeFacts {
   std::string_view pipeline{};
-  std::string_view exchange{};     // where the source message was first published
+  std::string_view exchange{};   // where the source message was first published
   std::string_view routing_key{};
   const wire::FieldTable* headers = nullptr;  // the source message's own headers
   const RecordError* error = nullptr;
