@@ -1,11 +1,8 @@
 // The quick start on Asio coroutines: connect, declare a queue, publish with a confirm,
 // receive it with `co_await consumer.receive(...)`, ack it, close. Every step yields a
 // warren::Result: the value, or the whole Error (the broker's reply code and text) to hand
-// up. No exceptions. Usage: asio_coroutine [URL]   (else $WARREN_URL, else the local broker)
-//
-// GCC 12 miscompiles a braced temporary that owns a std::string inside a co_await
-// expression (it copies it bitwise; the program aborts in free()), so options holding
-// strings are named before the co_await. Publish holds views and is safe inline.
+// up. No exceptions (asio_quick_start.cpp is the same with value(), which throws).
+// Usage: asio_coroutine [URL]   (else $WARREN_URL, else the local broker)
 #include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
@@ -20,15 +17,13 @@ asio::awaitable<warren::Result<void>> quick_start(warren::asio_driver::AsioDrive
   if (!conn) co_return conn.error();
   auto ch = co_await warren::asio_driver::async_open_channel(*conn, asio::use_awaitable);
   if (!ch) co_return ch.error();
-  warren::client::QueueDeclareOptions temporary{.exclusive = true};  // the broker names it
-  auto queue = co_await ch->queue_declare(temporary, asio::use_awaitable);
+  auto queue = co_await ch->queue_declare({.exclusive = true}, asio::use_awaitable);  // the broker names it
   if (!queue) co_return queue.error();
   if (auto confirming = co_await ch->confirm_select(asio::use_awaitable); !confirming) co_return confirming.error();
   // Completes once the broker confirmed it (or with why not: nacked, unroutable, timeout).
   auto sent = co_await ch->publish({.routing_key = queue->name}, warren::client::as_bytes("hello"), asio::use_awaitable);
   if (!sent) co_return sent.error();
-  warren::client::ConsumeOptions subscription{.queue = queue->name};
-  auto consumer = co_await ch->consume(subscription, asio::use_awaitable);
+  auto consumer = co_await ch->consume({.queue = queue->name}, asio::use_awaitable);
   if (!consumer) co_return consumer.error();
   auto message = co_await consumer->receive(asio::use_awaitable);  // an owned message
   if (!message) co_return message.error();

@@ -63,7 +63,7 @@ void Channel::exchange_declare(ExchangeDeclareOptions o, Callback<void> done) co
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
     c.request(id, wire::ExchangeDeclare{.exchange = o.name, .type = o.type, .passive = o.passive,
                                                  .durable = o.durable, .auto_delete = o.auto_delete,
-                                                 .internal = o.internal, .arguments = o.arguments},
+                                                 .internal = o.internal, .arguments = o.arguments.to_table()},
                        std::move(answer));
   }, nothing);
 }
@@ -77,7 +77,7 @@ void Channel::exchange_delete(ExchangeDeleteOptions o, Callback<void> done) cons
 void Channel::exchange_bind(ExchangeBindOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
     c.request(id, wire::ExchangeBind{.destination = o.destination, .source = o.source,
-                                           .routing_key = o.routing_key, .arguments = o.arguments},
+                                           .routing_key = o.routing_key, .arguments = o.arguments.to_table()},
                     std::move(answer));
   }, nothing);
 }
@@ -85,7 +85,7 @@ void Channel::exchange_bind(ExchangeBindOptions o, Callback<void> done) const {
 void Channel::exchange_unbind(ExchangeBindOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
     c.request(id, wire::ExchangeUnbind{.destination = o.destination, .source = o.source,
-                                               .routing_key = o.routing_key, .arguments = o.arguments},
+                                               .routing_key = o.routing_key, .arguments = o.arguments.to_table()},
                       std::move(answer));
   }, nothing);
 }
@@ -94,7 +94,7 @@ void Channel::queue_declare(QueueDeclareOptions o, Callback<QueueDeclared> done)
   call<QueueDeclared>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
     c.request(id, wire::QueueDeclare{.queue = o.name, .passive = o.passive, .durable = o.durable,
                                            .exclusive = o.exclusive, .auto_delete = o.auto_delete,
-                                           .arguments = o.arguments},
+                                           .arguments = o.arguments.to_table()},
                     std::move(answer));
   }, [](const wire::Method* reply) -> Result<QueueDeclared> {
     const auto* ok = reply ? std::get_if<wire::QueueDeclareOk>(reply) : nullptr;
@@ -106,7 +106,7 @@ void Channel::queue_declare(QueueDeclareOptions o, Callback<QueueDeclared> done)
 void Channel::queue_bind(QueueBindOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
     c.request(id, wire::QueueBind{.queue = o.queue, .exchange = o.exchange, .routing_key = o.routing_key,
-                                     .arguments = o.arguments},
+                                     .arguments = o.arguments.to_table()},
                  std::move(answer));
   }, nothing);
 }
@@ -114,7 +114,7 @@ void Channel::queue_bind(QueueBindOptions o, Callback<void> done) const {
 void Channel::queue_unbind(QueueBindOptions o, Callback<void> done) const {
   call<void>(core_, std::move(done), [&](Connection& c, engine::ChannelId id, auto answer) {
     c.request(id, wire::QueueUnbind{.queue = o.queue, .exchange = o.exchange, .routing_key = o.routing_key,
-                                         .arguments = o.arguments},
+                                         .arguments = o.arguments.to_table()},
                    std::move(answer));
   }, nothing);
 }

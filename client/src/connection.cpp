@@ -613,15 +613,10 @@ void Connection::subscribe(ChannelId channel, const ConsumeOptions& o, std::shar
                            Callback<Consumer> done) {
   // A stream subscription says so on the wire too, so the engine never rejects a delivery
   // of it: "next" is what a stream consume without an offset starts from anyway.
-  wire::FieldTable with_offset;
-  const bool add_offset = o.stream && !o.arguments.find("x-stream-offset");
-  if (add_offset) {
-    with_offset = o.arguments;
-    with_offset.set("x-stream-offset", "next");
-  }
+  wire::FieldTable arguments = o.arguments.to_table();
+  if (o.stream && !arguments.find("x-stream-offset")) arguments.set("x-stream-offset", "next");
   wire::BasicConsume m{.queue = o.queue, .consumer_tag = o.tag, .no_local = false, .no_ack = o.auto_ack,
-                       .exclusive = o.exclusive, .no_wait = false,
-                       .arguments = add_offset ? wire::TableRef(with_offset) : wire::TableRef(o.arguments)};
+                       .exclusive = o.exclusive, .no_wait = false, .arguments = arguments};
   std::weak_ptr<detail::ConsumerCore> weak = consumer;
   // The subscription holds the core while it runs (deliveries reach it even when the
   // application keeps only the Consumer handle); the handle cancels it when dropped.

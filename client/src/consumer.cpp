@@ -9,7 +9,7 @@ namespace detail {
 namespace {
 constexpr std::size_t default_buffer = 250;  // the engine's default prefetch
 
-bool names_stream_offset(const FieldTable& arguments) { return arguments.find("x-stream-offset") != nullptr; }
+bool names_stream_offset(const Arguments& arguments) { return arguments.contains("x-stream-offset"); }
 }  // namespace
 
 Error ChannelCore::gone() const {

@@ -419,7 +419,7 @@ TEST_F(HandleTest, a_cancelled_stream_consumer_rejects_each_unread_delivery_once
   std::vector<Case> cases{
       {"buffered", {.queue = "q"}, true},
       {".stream = true", {.queue = "q", .stream = true}, false},
-      {"x-stream-offset", {.queue = "q", .arguments = {{"x-stream-offset", std::string("first")}}}, false},
+      {"x-stream-offset", {.queue = "q", .arguments = {{"x-stream-offset", "first"}}}, false},
   };
   world.queues["q"];
   for (auto& k : cases) {
@@ -506,7 +506,7 @@ TEST_F(HandleTest, a_delivery_that_raced_a_stream_consumers_cancel_is_rejected_o
 TEST_F(HandleTest, a_delivery_that_raced_a_stream_subscriptions_cancel_is_not_rejected) {
   world.queues["q"];
   for (auto options : {client::ConsumeOptions{.queue = "q", .stream = true},
-                       client::ConsumeOptions{.queue = "q", .arguments = {{"x-stream-offset", std::string("first")}}}}) {
+                       client::ConsumeOptions{.queue = "q", .arguments = {{"x-stream-offset", "first"}}}}) {
     auto c = channel(*conn);
     client::Consumer consumer;
     c.consume(options, [&](Result<client::Consumer> r) {

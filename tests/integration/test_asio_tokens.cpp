@@ -35,9 +35,8 @@ using namespace std::chrono_literals;
 using asio::use_awaitable;
 using asio_driver::AsioDriver;
 
-// The coroutines below name every option struct that owns a string before the co_await:
-// GCC 12 copies such a braced temporary bitwise inside a co_await expression and the
-// program aborts in free() (see warren/asio/connection.hpp). Publish holds views: inline is fine.
+// The coroutines below name their option structs (written when options owned strings and GCC
+// 12 crashed on them inline); tests/install/asio_inline_forms.cpp writes every verb inline.
 
 // Runs a coroutine on a fresh loop until it and every connection it opened are done.
 void run(const std::function<asio::awaitable<void>(AsioDriver&)>& body) { run_coroutine(body, 60s); }
@@ -150,8 +149,7 @@ TEST(AsioTokens, a_refused_login_reaches_the_coroutine_with_its_reply_code) {
   });
 }
 
-// A queue that holds one message and nacks the next. Built outside the coroutine: GCC 12
-// rejects an initializer list of string literals inside one ("array used as initializer").
+// A queue that holds one message and nacks the next.
 client::QueueDeclareOptions overflowing_queue() {
   return {.exclusive = true, .arguments = {{"x-max-length", std::int32_t{1}}, {"x-overflow", "reject-publish"}}};
 }

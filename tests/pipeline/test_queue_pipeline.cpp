@@ -109,7 +109,7 @@ class PipelineSuite : public ClientSuite {
   std::string queue(const std::string& suffix, wire::FieldTable arguments = {}) {
     std::string name = prefix + suffix;
     auto q = wait<client::QueueDeclared>(
-        [&](auto done) { ch.queue_declare({.name = name, .arguments = std::move(arguments)}, done); });
+        [&](auto done) { ch.queue_declare({.name = name, .arguments = arguments}, done); });
     if (!q) throw std::runtime_error("declare " + name + ": " + q.error().to_string());
     (void)wait<std::uint32_t>([&](auto done) { ch.queue_purge({.queue = name}, done); });
     declared_.push_back(name);

@@ -393,7 +393,7 @@ struct Sim::Impl {
     const std::size_t k = c->consumers.size() - 1;
     const int done = reg(c->scope, "consume " + tag + "'s done");
     client::ConsumeOptions o{.queue = q, .tag = tag, .auto_ack = auto_ack};
-    if (stream && a >= 4) o.arguments = {{"x-stream-offset", std::string("first")}};
+    if (stream && a >= 4) o.arguments = {{"x-stream-offset", "first"}};
     // A small buffer fills (the model broker ignores basic.qos): the connection stops reading
     // while it is full and unread, and reads again once receive drains it.
     if (stream && a % 2 == 1) o.prefetch = 2;

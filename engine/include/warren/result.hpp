@@ -19,11 +19,14 @@ namespace warren {
 class BadResultAccess : public std::system_error {
  public:
   explicit BadResultAccess(Error error)
-      : std::system_error(error.code, "warren: " + error.to_string()), error_(std::move(error)) {}
+      : std::system_error(error.code), error_(std::move(error)), what_("warren: " + error_.to_string()) {}
   [[nodiscard]] const Error& error() const noexcept { return error_; }
+  // The Error's own text (system_error's would repeat the code's message after it).
+  [[nodiscard]] const char* what() const noexcept override { return what_.c_str(); }
 
  private:
   Error error_;
+  std::string what_;
 };
 
 namespace detail {
@@ -43,9 +46,11 @@ class [[nodiscard]] Result {
   explicit operator bool() const noexcept { return ok(); }
 
   // The value; on an error, BadResultAccess (in every build type: never a read of nothing).
-  [[nodiscard]] T& value() & { return *checked(); }
-  [[nodiscard]] const T& value() const& { return *checked(); }
-  [[nodiscard]] T&& value() && { return std::move(*checked()); }
+  // Not [[nodiscard]]: `(co_await ch.publish(...)).value();` is how a coroutine that would
+  // rather throw checks a step whose value it does not need.
+  T& value() & { return *checked(); }
+  const T& value() const& { return *checked(); }
+  T&& value() && { return std::move(*checked()); }
   T* operator->() { return checked(); }
   const T* operator->() const { return checked(); }
   T& operator*() & { return *checked(); }

@@ -1,5 +1,7 @@
 #include "warren/messaging/direct.hpp"
 
+#include "warren/client/kept.hpp"
+
 namespace warren::messaging {
 namespace {
 
@@ -11,13 +13,13 @@ Result<void> check_address(std::string_view address) {
 
 // Declares `queue` and binds it under `address` on the direct exchange, on `ch`.
 void declare_and_bind(const std::shared_ptr<Messaging>& layer, const client::Channel& ch,
-                      client::QueueDeclareOptions queue, std::string address, client::Callback<void> done) {
+                      client::Kept<client::QueueDeclareOptions> queue, std::string address, client::Callback<void> done) {
   std::string exchange = layer->direct_exchange();
   // A consumer channel may be the first to touch the broker: the exchange must exist to bind.
   ch.exchange_declare({.name = exchange, .type = "direct", .durable = true},
                       [ch, queue, exchange, address, done](Result<void> r) {
                         if (!r) return done(r);
-                        ch.queue_declare(queue, [ch, exchange, address, done](Result<client::QueueDeclared> q) {
+                        ch.queue_declare(*queue, [ch, exchange, address, done](Result<client::QueueDeclared> q) {
                           if (!q) return done(q.error());
                           ch.queue_bind({.queue = q->name, .exchange = exchange, .routing_key = address}, done);
                         });
@@ -46,7 +48,7 @@ void open_inbox(const std::shared_ptr<Messaging>& layer, InboxOptions options, O
        .setup = [weak, address](const client::Channel& ch, client::Callback<void> d) {
          auto layer = weak.lock();
          if (!layer) return d(make_error(errc::invalid_argument, "the messaging layer is gone"));
-         declare_and_bind(layer, ch, {.name = address, .exclusive = true}, address, std::move(d));
+         declare_and_bind(layer, ch, client::QueueDeclareOptions{.name = address, .exclusive = true}, address, std::move(d));
        },
        .on_delivery = [on_message](const client::Delivery& d) { settle_after(on_message, d); }},
       [holder, address, done](Result<void> r) {
@@ -62,7 +64,8 @@ void join_group(const std::shared_ptr<Messaging>& layer, GroupOptions options, O
   if (options.prefetch == 0) return done(make_error(errc::invalid_argument, "prefetch must be at least 1"));
   std::string queue = layer->name("group." + options.address);
   // Durable (a transient shared queue is refused on RabbitMQ 4.3) and expiring once unused.
-  client::QueueDeclareOptions declare{
+  // Kept: the subscription's setup declares it again on every recovery.
+  const client::Kept<client::QueueDeclareOptions> declare = client::QueueDeclareOptions{
       .name = queue,
       .durable = true,
       .arguments = {{"x-queue-type", "classic"}, {"x-expires", static_cast<std::int64_t>(layer->options().inbox_ttl.count())}}};

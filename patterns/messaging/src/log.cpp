@@ -134,7 +134,7 @@ void Log::declare(client::Callback<void> done) {
     client::QueueDeclareOptions q{.name = self->queue_, .durable = true, .arguments = {{"x-queue-type", "stream"}}};
     // Never x-max-length-bytes: 0 for "no limit": leave it out.
     if (auto max = self->layer_->options().stream_max_bytes; max > 0)
-      q.arguments.set("x-max-length-bytes", static_cast<std::int64_t>(max));
+      q.arguments = {{"x-queue-type", "stream"}, {"x-max-length-bytes", static_cast<std::int64_t>(max)}};
     const std::string exchange = self->layer_->direct_exchange();
     ch->queue_declare(q, [weak, ch = *ch, exchange, done](Result<client::QueueDeclared> r) {
       if (!r) return done(r.error());

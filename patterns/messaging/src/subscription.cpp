@@ -35,8 +35,9 @@ void Subscription::subscribe() {
       auto self = weak.lock();
       if (!self || self->over_) return;
       if (!r) return self->subscribed(r);
-      client::ConsumeOptions options{.queue = self->spec_.queue, .prefetch = self->spec_.prefetch, .stream = self->spec_.stream};
-      if (self->spec_.arguments) options.arguments = self->spec_.arguments();
+      const client::FieldTable arguments = self->spec_.arguments ? self->spec_.arguments() : client::FieldTable{};
+      const client::ConsumeOptions options{.queue = self->spec_.queue, .prefetch = self->spec_.prefetch,
+                                           .arguments = arguments, .stream = self->spec_.stream};
       ch.consume(options,
                  [weak](const client::Delivery& d) {
                    if (auto self = weak.lock(); self && !self->over_) self->spec_.on_delivery(d);

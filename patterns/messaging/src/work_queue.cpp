@@ -1,5 +1,7 @@
 #include "warren/messaging/work_queue.hpp"
 
+#include "warren/client/kept.hpp"
+
 #include <algorithm>
 #include <variant>
 
@@ -28,10 +30,10 @@ std::int64_t delivery_count(const client::Message& m) {
 bool warren_header(std::string_view key) { return key.starts_with("x-warren-"); }
 
 // Declares each queue and binds it to `exchange` under its own name, one after another.
-void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::QueueDeclareOptions>> all, std::string exchange,
+void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::Kept<client::QueueDeclareOptions>>> all, std::string exchange,
                  std::size_t i, client::Callback<void> done) {
   if (i == all->size()) return done(Result<void>());
-  ch.queue_declare((*all)[i], [ch, all, exchange, i, done](Result<client::QueueDeclared> q) {
+  ch.queue_declare(*(*all)[i], [ch, all, exchange, i, done](Result<client::QueueDeclared> q) {
     if (!q) return done(q.error());
     ch.queue_bind({.queue = q->name, .exchange = exchange, .routing_key = q->name}, [ch, all, exchange, i, done](Result<void> r) {
       if (!r) return done(r);
@@ -196,20 +198,24 @@ void WorkQueue::declare_on(const client::Channel& ch, client::Callback<void> don
   // the default exchange: a user allowed only the names under "<prefix>." can run it (a
   // dead-letter target of "" would need write access to amq.default).
   const std::string exchange = layer_->direct_exchange();
-  auto all = std::make_shared<std::vector<client::QueueDeclareOptions>>();
+  // Kept: the declares run one after another, long after this function returned.
+  auto all = std::make_shared<std::vector<client::Kept<client::QueueDeclareOptions>>>();
   // The work queue dead-letters into the DLQ too: RabbitMQ 4.0-4.2 dead-letter a message the
   // broker returned 20 times, and a queue without a target would drop it.
-  all->push_back({.name = queue_,
-                  .durable = true,
-                  .arguments = {{"x-queue-type", type}, {"x-dead-letter-exchange", exchange}, {"x-dead-letter-routing-key", dlq_}}});
-  all->push_back({.name = dlq_, .durable = true, .arguments = {{"x-queue-type", type}}});
-  for (auto level : with_levels ? delay_levels(options_.backoff) : std::vector<std::chrono::milliseconds>{})
-    all->push_back({.name = retry_queue(level),
-                    .durable = true,
-                    .arguments = {{"x-queue-type", "classic"},
-                                  {"x-message-ttl", static_cast<std::int64_t>(level.count())},
-                                  {"x-dead-letter-exchange", exchange},
-                                  {"x-dead-letter-routing-key", queue_}}});
+  all->push_back(client::QueueDeclareOptions{
+      .name = queue_,
+      .durable = true,
+      .arguments = {{"x-queue-type", type}, {"x-dead-letter-exchange", exchange}, {"x-dead-letter-routing-key", dlq_}}});
+  all->push_back(client::QueueDeclareOptions{.name = dlq_, .durable = true, .arguments = {{"x-queue-type", type}}});
+  for (auto level : with_levels ? delay_levels(options_.backoff) : std::vector<std::chrono::milliseconds>{}) {
+    const std::string name = retry_queue(level);
+    all->push_back(client::QueueDeclareOptions{.name = name,
+                                               .durable = true,
+                                               .arguments = {{"x-queue-type", "classic"},
+                                                             {"x-message-ttl", static_cast<std::int64_t>(level.count())},
+                                                             {"x-dead-letter-exchange", exchange},
+                                                             {"x-dead-letter-routing-key", queue_}}});
+  }
   ch.exchange_declare({.name = exchange, .type = "direct", .durable = true}, [ch, all, exchange, done](Result<void> r) {
     if (!r) return done(r);
     declare_all(ch, all, exchange, 0, done);

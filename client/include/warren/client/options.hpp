@@ -4,9 +4,12 @@
 //   ch.queue_declare({.name = "orders", .durable = true,
 //                     .arguments = {{"x-queue-type", "quorum"}}}, done);
 //
-// Option structs own their strings and tables: a verb may be started later than it was
-// written (an Asio deferred token), and nothing it captured may dangle. Publish is the one
-// exception: it copies its frames before it returns, so it takes views and costs no copy.
+// Every options struct is a view: its strings are string_views and its arguments an
+// Arguments (see arguments.hpp), and a verb copies what it needs before it returns, so a
+// temporary written inline is enough. That is also what makes the inline form safe inside a
+// `co_await` on GCC 12, which copies a braced temporary bitwise and destroys it twice: a
+// struct that owned a std::string crashed there. Whatever starts a verb later than the call
+// that wrote it (an Asio token, a layer's redeclare) keeps its own copy: Kept<Options>.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "warren/client/arguments.hpp"
 #include "warren/engine/types.hpp"
 #include "warren/result.hpp"
 #include "warren/wire/field_value.hpp"
@@ -32,51 +36,51 @@ template <class T>
 using Callback = std::function<void(Result<T>)>;
 
 struct ExchangeDeclareOptions {
-  std::string name{};
-  std::string type = "direct";  // direct, fanout, topic, headers, or a plugin's type
+  std::string_view name{};
+  std::string_view type = "direct";  // direct, fanout, topic, headers, or a plugin's type
   bool durable = false;
   bool auto_delete = false;
   bool internal = false;
   bool passive = false;  // only check that it exists (404 closes the channel if not)
-  FieldTable arguments{};
+  Arguments arguments{};
 };
 
 struct ExchangeDeleteOptions {
-  std::string name{};
+  std::string_view name{};
   bool if_unused = false;
 };
 
 // exchange.bind / exchange.unbind: messages flow from `source` to `destination`.
 struct ExchangeBindOptions {
-  std::string destination{};
-  std::string source{};
-  std::string routing_key{};
-  FieldTable arguments{};
+  std::string_view destination{};
+  std::string_view source{};
+  std::string_view routing_key{};
+  Arguments arguments{};
 };
 
 struct QueueDeclareOptions {
-  std::string name{};  // empty: the broker names it (the reply says what)
+  std::string_view name{};  // empty: the broker names it (the reply says what)
   bool durable = false;
   bool exclusive = false;
   bool auto_delete = false;
   bool passive = false;
-  FieldTable arguments{};  // x-queue-type, x-expires, x-message-ttl, x-dead-letter-exchange, ...
+  Arguments arguments{};  // x-queue-type, x-expires, x-message-ttl, x-dead-letter-exchange, ...
 };
 
 // queue.bind / queue.unbind.
 struct QueueBindOptions {
-  std::string queue{};
-  std::string exchange{};
-  std::string routing_key{};
-  FieldTable arguments{};
+  std::string_view queue{};
+  std::string_view exchange{};
+  std::string_view routing_key{};
+  Arguments arguments{};
 };
 
 struct QueuePurgeOptions {
-  std::string queue{};
+  std::string_view queue{};
 };
 
 struct QueueDeleteOptions {
-  std::string queue{};
+  std::string_view queue{};
   bool if_unused = false;
   bool if_empty = false;
 };
@@ -96,20 +100,20 @@ struct RecoverOptions {
 };
 
 struct GetOptions {
-  std::string queue{};
+  std::string_view queue{};
   bool auto_ack = false;
 };
 
 struct ConsumeOptions {
-  std::string queue{};
-  std::string tag{};  // empty: the broker names it
+  std::string_view queue{};
+  std::string_view tag{};  // empty: the broker names it
   bool auto_ack = false;
   bool exclusive = false;
   // The subscription's prefetch (basic.qos sent with the consume). Unset: the connection's
   // default (250) unless the channel has a qos of its own. 0: no limit.
   std::optional<std::uint16_t> prefetch{};
   // x-stream-offset, x-priority, x-cancel-on-ha-failover, ...
-  FieldTable arguments{};
+  Arguments arguments{};
   // A stream subscription (implied by an x-stream-offset argument): its deliveries are never
   // rejected when it is cancelled, because RabbitMQ 3.10-3.12 closes the whole connection
   // (540) for a reject or nack of a stream delivery. They are left to the channel instead.

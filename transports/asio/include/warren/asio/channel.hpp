@@ -5,8 +5,9 @@
 //
 // Each verb completes with `void(Result<T>)` on the handler's executor (else the connection's
 // io_context), and may be called from any thread: it is started on the loop. Options are
-// taken by value and a publish is copied, so a deferred token may be launched after the
-// caller's strings are gone. Cheap to copy; all copies name one channel (client::Channel).
+// views, kept (client::Kept) when the verb is called, and a publish is copied, so a deferred
+// token may be launched after the caller's strings are gone, and options written inline in a
+// `co_await` are safe on GCC 12 too. Cheap to copy; all copies name one channel (client::Channel).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "warren/asio/initiate.hpp"
 #include "warren/client/owned_publish.hpp"
 #include "warren/client/channel.hpp"
+#include "warren/client/kept.hpp"
 
 namespace warren::asio_driver {
 
@@ -156,8 +158,9 @@ class Channel {
   template <class Token>
   auto consume(client::ConsumeOptions options, Token&& token) const {
     return start<Consumer>(
-        [o = std::move(options), loop = loop_](const client::Channel& ch, client::Callback<Consumer> done) mutable {
-          ch.consume(std::move(o), wrap_consumer(std::move(done), loop));
+        [kept = client::Kept<client::ConsumeOptions>(options), loop = loop_](const client::Channel& ch,
+                                                                              client::Callback<Consumer> done) {
+          ch.consume(*kept, wrap_consumer(std::move(done), loop));
         },
         std::forward<Token>(token));
   }
@@ -166,9 +169,9 @@ class Channel {
   auto consume(client::ConsumeOptions options, std::function<void(const client::Delivery&)> on_delivery,
                Token&& token) const {
     return start<Consumer>(
-        [o = std::move(options), fn = std::move(on_delivery), loop = loop_](const client::Channel& ch,
-                                                                           client::Callback<Consumer> done) mutable {
-          ch.consume(std::move(o), std::move(fn), wrap_consumer(std::move(done), loop));
+        [kept = client::Kept<client::ConsumeOptions>(options), fn = std::move(on_delivery), loop = loop_](
+            const client::Channel& ch, client::Callback<Consumer> done) mutable {
+          ch.consume(*kept, std::move(fn), wrap_consumer(std::move(done), loop));
         },
         std::forward<Token>(token));
   }
@@ -190,8 +193,8 @@ class Channel {
   template <class T, class Options, class Token>
   auto call(void (client::Channel::*verb)(Options, client::Callback<T>) const, std::type_identity_t<Options> options,
             Token&& token) const {
-    return start<T>([verb, o = std::move(options)](const client::Channel& ch, client::Callback<T> done) mutable {
-      (ch.*verb)(std::move(o), std::move(done));
+    return start<T>([verb, kept = client::Kept<Options>(options)](const client::Channel& ch, client::Callback<T> done) {
+      (ch.*verb)(*kept, std::move(done));
     }, std::forward<Token>(token));
   }
   static client::Callback<client::Consumer> wrap_consumer(client::Callback<Consumer> done, detail::LoopExecutor loop) {

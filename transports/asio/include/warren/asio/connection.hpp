@@ -7,10 +7,10 @@
 // Each completes with `void(Result<T>)` on the handler's executor, else the io_context the
 // connection runs on, and may be called from any thread (it is started on the loop).
 //
-// GCC 12 miscompiles a braced temporary that owns a std::string (ClientOptions, and every
-// option struct of client/options.hpp but Publish, Qos, Flow and Recover) inside a co_await
-// expression: it copies it bitwise and the program aborts in free(). Name such options in a
-// variable first, or build with clang or a later GCC.
+// GCC 12 miscompiles a braced temporary that owns a std::string inside a co_await expression:
+// it copies it bitwise and the program aborts in free(). The channel's options are views for
+// that reason (client/options.hpp) and are safe inline; ClientOptions owns its PEM text and
+// credentials, so name it in a variable first (or use the form without it).
 #pragma once
 
 #include <memory>
