@@ -1,5 +1,7 @@
 #include "warren/client/connection.hpp"
 
+#include "warren/engine/describe.hpp"
+
 #include <algorithm>
 #include <utility>
 
@@ -305,7 +307,7 @@ void Connection::dispatch(const engine::Event& event) {
             }
         } else if constexpr (std::is_same_v<E, engine::Returned>) {
           if (!on_returned) return;
-          Error why = make_error(errc::unroutable, std::string(e.reply_text));
+          Error why = make_error(errc::unroutable, engine::returned_detail(e.reply_text, e.message.exchange, e.message.routing_key));
           why.reply_code = e.reply_code;
           std::shared_ptr<detail::ChannelCore> core;
           if (auto it = cores_.find(e.message.channel); it != cores_.end()) core = it->second;

@@ -91,7 +91,8 @@ TEST(Confirms, a_mandatory_return_is_reported_with_its_publish) {
     b.send_content(1, BasicReturn{312, "NO_ROUTE", "amq.direct", "nowhere"}, "lost");
     b.expect_event("returned(312 \"NO_ROUTE\" ch1 exchange=\"amq.direct\" routing_key=\"nowhere\" body=\"lost\")");
     b.send(1, BasicAck{1, false});
-    b.expect_event("publish(ch1 p" + id(*p) + " returned, not found 312: NO_ROUTE)");
+    // The detail names where it went, so the error alone says which publish found no queue.
+    b.expect_event("publish(ch1 p" + id(*p) + " returned, not found 312: NO_ROUTE (exchange \"amq.direct\", routing key \"nowhere\"))");
   });
 }
 
@@ -117,8 +118,8 @@ TEST(Confirms, a_return_settles_its_own_publish_not_the_one_whose_ack_comes_next
     b.send_content(1, BasicReturn{312, "NO_ROUTE", "amq.direct", "nowhere"}, "lost");
     b.next_event();
     b.send(1, BasicAck{3, true});
-    b.expect_event("publish(ch1 p" + id(*other) + " returned, not found 312: NO_ROUTE)");
-    b.expect_event("publish(ch1 p" + id(*lost) + " returned, not found 312: NO_ROUTE)");
+    b.expect_event("publish(ch1 p" + id(*other) + " returned, not found 312: NO_ROUTE (exchange \"amq.direct\", routing key \"nowhere\"))");
+    b.expect_event("publish(ch1 p" + id(*lost) + " returned, not found 312: NO_ROUTE (exchange \"amq.direct\", routing key \"nowhere\"))");
     b.expect_no_event();
   });
 }
@@ -136,7 +137,7 @@ TEST(Confirms, a_return_for_a_body_of_another_size_claims_the_publish_that_match
     b.send_content(1, BasicReturn{312, "NO_ROUTE", "x", "k"}, "lost");
     b.next_event();
     b.send(1, BasicAck{2, true});
-    b.expect_event("publish(ch1 p" + id(*lost) + " returned, not found 312: NO_ROUTE)");
+    b.expect_event("publish(ch1 p" + id(*lost) + " returned, not found 312: NO_ROUTE (exchange \"x\", routing key \"k\"))");
     b.expect_event("publish(ch1 p" + id(*routed) + " confirmed)");
     b.expect_no_event();
   });

@@ -121,7 +121,7 @@ TEST_P(ChannelApi, publish_outcomes_reach_the_caller_with_the_brokers_words) {
   ASSERT_FALSE(unroutable.ok());
   EXPECT_EQ(unroutable.error().code, make_error_code(errc::unroutable));
   EXPECT_EQ(unroutable.error().reply_code, 312);
-  EXPECT_EQ(unroutable.error().detail, "NO_ROUTE");
+  EXPECT_EQ(unroutable.error().detail, "NO_ROUTE (the default exchange, routing key \"warren-api-nowhere\")");
   EXPECT_EQ(scope(unroutable.error()), Scope::request);
 
   // A full queue that refuses new messages nacks them.
@@ -175,7 +175,7 @@ TEST_P(ChannelApi, a_return_reaches_on_returned_without_confirm_mode) {
   };
   ASSERT_TRUE(ch.publish({.routing_key = "warren-api-nowhere", .mandatory = true}, as_bytes("lost")).ok());
   ASSERT_TRUE(loop.run_until([&] { return returned.has_value(); }));
-  EXPECT_EQ(*returned, "warren-api-nowhere lost unroutable (312): NO_ROUTE");
+  EXPECT_EQ(*returned, "warren-api-nowhere lost unroutable (312): NO_ROUTE (the default exchange, routing key \"warren-api-nowhere\")");
 }
 
 TEST_P(ChannelApi, errors_say_what_they_put_out_of_use) {

@@ -91,7 +91,7 @@ TEST_P(RpcSuite, a_request_nobody_can_receive_fails_at_once_with_the_return) {
   rpc->call({.routing_key = "no-such-queue-for-rpc", .timeout = 30s}, text("x"),
             [&](Result<client::Message> r) { outcome = said(r); });
   ASSERT_TRUE(loop.run_until([&] { return outcome.has_value(); }));
-  EXPECT_EQ(*outcome, "unroutable (312): NO_ROUTE");
+  EXPECT_EQ(*outcome, "unroutable (312): NO_ROUTE (the default exchange, routing key \"no-such-queue-for-rpc\")");
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
 }
 

@@ -14,6 +14,11 @@ std::string describe(const Error& error) {
   return error.to_string();
 }
 
+std::string returned_line(const Error& error) {
+  const std::string_view detail = error.detail;
+  return "returned " + std::to_string(error.reply_code) + " " + std::string(detail.substr(0, detail.find(" (")));
+}
+
 Result<void> check_timeout_seconds(double seconds) {
   if (!std::isfinite(seconds) || seconds <= 0)
     return make_error(errc::invalid_argument, "--timeout must be a positive number of seconds");

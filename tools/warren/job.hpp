@@ -37,6 +37,10 @@ inline constexpr int exit_usage = 2;
 // "connect 127.0.0.1:5999: connection refused", "access refused (403): ...": a dial error
 // already says what and why; warren's own errors say their kind first.
 [[nodiscard]] std::string describe(const Error& error);
+// "returned 312 NO_ROUTE": the line the CLI's contract fixes for a returned publish. The
+// error's detail goes on to name the exchange and routing key, which the command line
+// already said; the broker's own text is what comes before them.
+[[nodiscard]] std::string returned_line(const Error& error);
 // Prints "warren: <what>: <why>" (or "warren: <why>" when `what` is empty).
 void report(std::string_view what, std::string_view why);
 

@@ -133,7 +133,7 @@ class PublishJob final : public Job {
       const Error& cause = outcome.error();
       std::string why;
       if (cause.code == make_error_code(errc::unroutable))
-        why = "returned " + std::to_string(cause.reply_code) + " " + cause.detail;
+        why = returned_line(cause);
       else if (cause.code == make_error_code(errc::nacked))
         why = "nacked by the broker";
       else  // its fate is unknown: it ran out of time, or its channel or connection ended

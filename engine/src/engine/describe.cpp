@@ -35,6 +35,16 @@ std::string message_text(const Message& m) {
 
 }  // namespace
 
+std::string returned_detail(std::string_view reply_text, std::string_view exchange, std::string_view routing_key) {
+  std::string out(reply_text);
+  out += exchange.empty() ? " (the default exchange" : " (exchange ";
+  if (!exchange.empty()) out += wire::quote(exchange);
+  out += ", routing key ";
+  out += wire::quote(routing_key);
+  out += ')';
+  return out;
+}
+
 std::string_view to_string(PublishOutcome outcome) {
   switch (outcome) {
     case PublishOutcome::written: return "written";

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "impl.hpp"
+#include "warren/engine/describe.hpp"
 #include "warren/engine/negotiate.hpp"
 
 namespace warren::engine {
@@ -431,7 +432,8 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
           const bool claimed = std::any_of(ch.pending_returns.begin(), ch.pending_returns.end(),
                                            [&](const PendingReturn& r) { return r.seq == u.seq; });
           if (claimed) continue;
-          ch.pending_returns.push_back(PendingReturn{u.seq, a.reply_code, std::string(a.reply_text)});
+          ch.pending_returns.push_back(
+              PendingReturn{u.seq, a.reply_code, returned_detail(a.reply_text, msg.exchange, msg.routing_key)});
           break;
         }
       }
@@ -470,7 +472,7 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
       auto r = std::find_if(ch.pending_returns.begin(), ch.pending_returns.end(),
                             [&](const PendingReturn& p) { return p.seq == u.seq; });
       if (r == ch.pending_returns.end()) continue;
-      Error e = make_error(errc::not_found, r->reply_text);
+      Error e = make_error(errc::not_found, r->detail);
       e.reply_code = r->reply_code;
       emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::returned, std::move(e)});
       u.settled = true;

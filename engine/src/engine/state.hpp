@@ -51,7 +51,7 @@ struct Unconfirmed {
 struct PendingReturn {
   std::uint64_t seq = 0;
   std::uint16_t reply_code = 0;
-  std::string reply_text;
+  std::string detail;  // returned_detail(): the broker's text and where the publish went
 };
 
 // A publish outside confirm mode, waiting for its frames to be written.
