@@ -14,7 +14,7 @@ asio::awaitable<void> quick_start(asio_driver::AsioDriver& driver, client::Conne
   auto ch = (co_await asio_driver::async_open_channel(*conn, use_awaitable)).value();
   auto queue = (co_await ch.queue_declare({.exclusive = true}, use_awaitable)).value();  // named by the broker
   (co_await ch.confirm_select(use_awaitable)).value();
-  (co_await ch.publish({.routing_key = queue.name}, client::as_bytes("hello"), use_awaitable)).value();  // confirmed
+  (co_await ch.publish({.routing_key = queue.name}, "hello", use_awaitable)).value();  // confirmed
   auto consumer = (co_await ch.consume({.queue = queue.name}, use_awaitable)).value();
   auto message = (co_await consumer.receive(use_awaitable)).value();
   std::printf("received \"%.*s\"\n", static_cast<int>(message.body_text().size()), message.body_text().data());

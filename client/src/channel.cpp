@@ -209,7 +209,7 @@ wire::BasicPublish to_wire(const Publish& p) {
 
 }  // namespace
 
-void Channel::publish(const Publish& p, std::span<const std::byte> body, Callback<engine::PublishOutcome> done) const {
+void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutcome> done) const {
   auto c = live_or_fail(core_, done);
   if (!c) return;
   Connection::Settled settled;
@@ -218,7 +218,7 @@ void Channel::publish(const Publish& p, std::span<const std::byte> body, Callbac
   c->publish(core_->id, to_wire(p), p.properties, body, std::move(settled), engine::PublishOptions{.timeout = p.timeout});
 }
 
-Result<engine::PublishId> Channel::publish(const Publish& p, std::span<const std::byte> body) const {
+Result<engine::PublishId> Channel::publish(const Publish& p, Body body) const {
   if (!core_) return make_error(errc::invalid_argument, "an empty channel handle");
   auto c = core_->live();
   if (!c) return core_->gone();

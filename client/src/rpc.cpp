@@ -98,7 +98,7 @@ void RpcClient::on_started(Result<void> outcome) {
   if (ready) ready(std::move(outcome));
 }
 
-void RpcClient::call(const RpcCall& call, std::span<const std::byte> body, Callback<Message> done) {
+void RpcClient::call(const RpcCall& call, Body body, Callback<Message> done) {
   if (!done) done = [](Result<Message>) {};
   if (gone_) {
     driver_.post([done = std::move(done), cause = *gone_] { done(cause); });

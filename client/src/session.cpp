@@ -124,7 +124,7 @@ void RecoveringChannel::settle(const std::shared_ptr<Tracked>& t, Result<engine:
   if (done) done(std::move(outcome));
 }
 
-void RecoveringChannel::publish(const Publish& p, std::span<const std::byte> body, Callback<engine::PublishOutcome> done) {
+void RecoveringChannel::publish(const Publish& p, Body body, Callback<engine::PublishOutcome> done) {
   auto fail_now = [&](Error e) {
     driver_.post([done = std::move(done), e = std::move(e)] {
       if (done) done(e);

@@ -319,6 +319,30 @@ class HandleTest : public ConnectionTest {
   static FakeBroker::Settle reject(std::uint16_t channel, std::uint64_t tag) { return {"basic.reject", channel, tag, true}; }
 };
 
+// Issue 23, item 10: a body is bytes or text, so a std::string, a view or a literal needs no
+// as_bytes, and `{}` is still the empty body (no overload to make it ambiguous).
+TEST_F(HandleTest, a_body_is_bytes_or_text_and_arrives_as_written) {
+  world.queues["q"];
+  const std::string text = "from a std::string";
+  const std::vector<std::byte> bytes{std::byte{'b'}, std::byte{'y'}};
+  std::vector<Result<engine::PublishOutcome>> outcomes;
+  auto record = [&](Result<engine::PublishOutcome> r) { outcomes.push_back(std::move(r)); };
+  ch.publish({.routing_key = "q"}, text, record);
+  ch.publish({.routing_key = "q"}, "a literal", record);
+  ch.publish({.routing_key = "q"}, std::string_view("a view"), record);
+  ch.publish({.routing_key = "q"}, bytes, record);
+  ch.publish({.routing_key = "q"}, client::as_bytes("as_bytes"), record);
+  ch.publish({.routing_key = "q"}, {}, record);
+  ASSERT_TRUE(ch.publish({.routing_key = "q"}, text + ", fast path").ok());
+  driver.run();
+  ASSERT_EQ(outcomes.size(), 6u);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.error().to_string();
+  std::vector<std::string> bodies;
+  for (const auto& m : world.queues["q"]) bodies.push_back(m.body);
+  EXPECT_EQ(bodies, (std::vector<std::string>{"from a std::string", "a literal", "a view", "by", "as_bytes", "",
+                                              "from a std::string, fast path"}));
+}
+
 // Issue 23, item 9: a broker that has the connection blocked reads nothing once a publish
 // came, connection.close included. The close waits its close_timeout for a close-ok that
 // cannot come, and then says so, naming the block: it used to report success.

@@ -50,14 +50,14 @@ asio::awaitable<void> all_inline(asio_driver::AsioDriver& driver, client::Connec
   auto got = (co_await ch.get({.queue = prefix + ".q"}, use_awaitable)).value();
   expect(got && got->body_text() == "routed", "get returns what was published through both exchanges");
   got->ack().value();
-  (co_await ch.publish({.routing_key = prefix + ".q"}, client::as_bytes("consumed"), use_awaitable)).value();
+  (co_await ch.publish({.routing_key = prefix + ".q"}, "consumed", use_awaitable)).value();
   auto consumer = (co_await ch.consume({.queue = prefix + ".q", .tag = prefix + ".tag",
                                         .arguments = {{"x-priority", 5}}}, use_awaitable)).value();
   auto message = (co_await consumer.receive(use_awaitable)).value();
   expect(message.body_text() == "consumed", "the consumer receives the message");
   message.ack().value();
   (co_await consumer.cancel(use_awaitable)).value();
-  (co_await ch.publish({.routing_key = prefix + ".q"}, client::as_bytes("purged"), use_awaitable)).value();
+  (co_await ch.publish({.routing_key = prefix + ".q"}, std::string("purged"), use_awaitable)).value();
   expect((co_await ch.queue_purge({.queue = prefix + ".q"}, use_awaitable)).value() == 1, "purge counts one message");
   (co_await ch.queue_unbind({.queue = prefix + ".q", .exchange = prefix + ".y"}, use_awaitable)).value();
   (co_await ch.exchange_unbind({.destination = prefix + ".y", .source = prefix + ".x", .routing_key = "#"}, use_awaitable)).value();

@@ -60,11 +60,10 @@ class Channel {
   // (written outside it), else an error: errc::nacked, errc::unroutable (a mandatory
   // publish returned, reply 312), errc::timeout (its deadline passed; its fate is unknown),
   // or the channel's or connection's cause (its fate is unknown).
-  void publish(const Publish& publish, std::span<const std::byte> body,
-               Callback<engine::PublishOutcome> done) const;
+  void publish(const Publish& publish, Body body, Callback<engine::PublishOutcome> done) const;
   // The callback-free fast path: nothing is stored per message; the outcome reaches the
   // connection's on_publish_done keyed by the returned id.
-  [[nodiscard]] Result<engine::PublishId> publish(const Publish& publish, std::span<const std::byte> body) const;
+  [[nodiscard]] Result<engine::PublishId> publish(const Publish& publish, Body body) const;
 
   // A subscription whose deliveries go to `on_delivery` as zero-copy views, one call each.
   void consume(ConsumeOptions options, std::function<void(const Delivery&)> on_delivery,

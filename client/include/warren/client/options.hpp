@@ -18,6 +18,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include "warren/client/arguments.hpp"
 #include "warren/engine/types.hpp"
@@ -138,5 +140,25 @@ inline constexpr std::uint8_t persistent = 2;
 [[nodiscard]] inline std::span<const std::byte> as_bytes(std::string_view text) noexcept {
   return std::as_bytes(std::span{text.data(), text.size()});
 }
+
+// A message body, viewed: bytes (a span, a std::vector<std::byte>, a Message's body()) or text
+// (a std::string, a string_view, a literal), so `publish(p, "hello", ...)` and
+// `publish(p, json_text, ...)` need no as_bytes. A publish copies it before it returns.
+class Body {
+ public:
+  Body() = default;
+  template <class Bytes>
+    requires std::is_convertible_v<Bytes&&, std::span<const std::byte>>
+  Body(Bytes&& bytes) noexcept : bytes_(std::forward<Bytes>(bytes)) {}  // NOLINT: implicit by design
+  template <class Text>
+    requires(!std::is_convertible_v<Text &&, std::span<const std::byte>>) && std::is_convertible_v<Text&&, std::string_view>
+  Body(Text&& text) noexcept : bytes_(as_bytes(std::string_view(std::forward<Text>(text)))) {}  // NOLINT
+
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
+  operator std::span<const std::byte>() const noexcept { return bytes_; }  // NOLINT: to the layers below
+
+ private:
+  std::span<const std::byte> bytes_{};
+};
 
 }  // namespace warren::client

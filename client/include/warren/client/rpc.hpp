@@ -51,7 +51,7 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
   // Sends `body` per `call` with reply_to and a fresh correlation_id, and runs `done` once:
   // with the reply (owned), or with the failure (timeout, unroutable, nacked, reply consumer
   // gone).
-  void call(const RpcCall& call, std::span<const std::byte> body, Callback<Message> done);
+  void call(const RpcCall& call, Body body, Callback<Message> done);
 
   ~RpcClient();
   RpcClient(const RpcClient&) = delete;

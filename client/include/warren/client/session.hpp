@@ -89,7 +89,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   // Publishes now if the channel is ready, else waits until it is. The publish's timeout
   // (unset: the session's client.engine.request_timeout) bounds all of it: the wait, the
   // write and the broker's answer. The outcome is reported as by Channel::publish.
-  void publish(const Publish& publish, std::span<const std::byte> body, Callback<engine::PublishOutcome> done);
+  void publish(const Publish& publish, Body body, Callback<engine::PublishOutcome> done);
   // This generation's channel: for setup's declarations and subscriptions. An empty handle
   // (every verb fails) while there is none; a handle of an earlier generation fails with
   // that channel's cause.

@@ -102,7 +102,7 @@ class Channel {
   // errc::unroutable (a mandatory publish returned: reply code 312 and text in the Error),
   // errc::timeout (its deadline passed), or the channel's or connection's cause.
   template <class Token>
-  auto publish(const client::Publish& publish, std::span<const std::byte> body, Token&& token) const {
+  auto publish(const client::Publish& publish, client::Body body, Token&& token) const {
     return start<engine::PublishOutcome>(
         [owned = client::OwnedPublish(publish, body)](const client::Channel& ch, client::Callback<engine::PublishOutcome> done) {
           if (!owned.status().ok()) return done(owned.status().error());
@@ -150,7 +150,7 @@ class Channel {
   }
   // The callback-free fast path (loop thread only): nothing is stored per message, the body
   // is copied before it returns, and the outcome reaches the connection's on_publish_done.
-  [[nodiscard]] Result<engine::PublishId> publish(const client::Publish& publish, std::span<const std::byte> body) const {
+  [[nodiscard]] Result<engine::PublishId> publish(const client::Publish& publish, client::Body body) const {
     return channel_.publish(publish, body);
   }
 

@@ -44,7 +44,7 @@ class RpcClient {
   // the connection's request_timeout unless set on the channel, bounds the whole call) and completes with the reply, or why there is none: errc::timeout,
   // errc::unroutable (312: nobody consumes the routing key), errc::nacked, the reply consumer's end.
   template <class Token>
-  auto call(const client::Publish& request, std::span<const std::byte> body, Token&& token) const {
+  auto call(const client::Publish& request, client::Body body, Token&& token) const {
     return detail::initiate<client::Message>(
         loop_,
         [rpc = rpc_, owned = client::OwnedPublish(request, body)](client::Callback<client::Message> done) {

@@ -20,7 +20,7 @@ namespace warren::asio_driver {
 // after the caller's strings are gone.
 template <class Token>
 auto async_publish(std::shared_ptr<client::RecoveringChannel> channel, const client::Publish& publish,
-                   std::span<const std::byte> body, Token&& token) {
+                   client::Body body, Token&& token) {
   const auto loop = detail::loop_executor(channel->driver());
   return detail::initiate<engine::PublishOutcome>(
       loop,
