@@ -21,7 +21,7 @@ asio::awaitable<warren::Result<void>> quick_start(warren::asio_driver::AsioDrive
   if (!queue) co_return queue.error();
   if (auto confirming = co_await ch->confirm_select(asio::use_awaitable); !confirming) co_return confirming.error();
   // Completes once the broker confirmed it (or with why not: nacked, unroutable, timeout).
-  auto sent = co_await ch->publish({.routing_key = queue->name}, warren::client::as_bytes("hello"), asio::use_awaitable);
+  auto sent = co_await ch->publish({.routing_key = queue->name}, "hello", asio::use_awaitable);
   if (!sent) co_return sent.error();
   auto consumer = co_await ch->consume({.queue = queue->name}, asio::use_awaitable);
   if (!consumer) co_return consumer.error();

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
       ch->confirm_select([&](Result<void> r) { ok(r); });
       ch->queue_declare({.name = "quick-start", .exclusive = true}, [&](Result<client::QueueDeclared> q) { ok(q); });
       for (int i = 0; i < 10; ++i)  // each publish's confirm (or failure) comes to its own callback
-        ch->publish({.routing_key = "quick-start"}, client::as_bytes("message " + std::to_string(i)),
+        ch->publish({.routing_key = "quick-start"}, "message " + std::to_string(i),
                     [&](Result<engine::PublishOutcome> r) { if (ok(r) && ++settled == 20) conn->close({}); });
       ch->consume({.queue = "quick-start"}, [&](const client::Delivery& d) {
         std::printf("received %.*s\n", static_cast<int>(d.body_text().size()), d.body_text().data());

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   // the broker's confirm).
   for (int i = 0; i < total; ++i) {
     const std::string body = "event " + std::to_string(i);
-    rc->publish({.routing_key = queue, .timeout = std::chrono::seconds(10)}, client::as_bytes(body),
+    rc->publish({.routing_key = queue, .timeout = std::chrono::seconds(10)}, body,
                 [&](Result<engine::PublishOutcome> outcome) {
                   if (!outcome) return fail(outcome.error());
                   ++confirmed;

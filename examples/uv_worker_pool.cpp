@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
       ch->queue_declare({.exclusive = true}, [&, ch = *ch](Result<client::QueueDeclared> q) {
         if (!q) return fail(q.error());
         for (int i = 0; i < total; ++i)
-          ch.publish({.routing_key = q->name}, client::as_bytes("job " + std::to_string(i)),
+          ch.publish({.routing_key = q->name}, "job " + std::to_string(i),
                      [&](Result<engine::PublishOutcome> r) {
                        if (!r) return fail(r.error());
                        ++confirmed;
