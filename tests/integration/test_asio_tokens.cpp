@@ -515,6 +515,55 @@ TEST(AsioTokens, a_sessions_plain_channel_through_a_token) {
   });
 }
 
+// Issue 23, item 10: a recovering channel's setup written as a coroutine, with the channel's
+// verbs as tokens and options inline. It runs before the first publish leaves (the publish
+// waits for it), and a refusal it throws from value() is the Error it carries: reported once
+// through on_setup_refused, and with retry_refused_setup off the channel stops there.
+TEST(AsioTokens, a_recovering_channels_setup_is_a_coroutine) {
+  run([](AsioDriver& driver) -> asio::awaitable<void> {
+    const std::string queue = "warren-asio-setup-" + std::to_string(::getpid());
+    auto session = client::Session::start(driver, url(), {});
+    int setups = 0;
+    auto orders = asio_driver::recovering_channel(*session, [&](asio_driver::Channel ch) -> asio::awaitable<Result<void>> {
+      ++setups;
+      (co_await ch.queue_declare({.name = queue, .arguments = {{"x-expires", 60000}}}, use_awaitable)).value();
+      co_return co_await ch.queue_bind({.queue = queue, .exchange = "amq.topic", .routing_key = "setup.#"}, use_awaitable);
+    });
+    auto sent = co_await asio_driver::async_publish(
+        orders, {.exchange = "amq.topic", .routing_key = "setup.1", .mandatory = true}, "routed by the setup's binding",
+        use_awaitable);
+    CO_ASSERT_OK(sent);
+    EXPECT_EQ(*sent, engine::PublishOutcome::confirmed);
+    EXPECT_EQ(setups, 1);
+    auto plain = co_await asio_driver::async_open_channel(session, use_awaitable);
+    CO_ASSERT_OK(plain);
+    auto got = co_await plain->get({.queue = queue, .auto_ack = true}, use_awaitable);
+    CO_ASSERT_OK(got);
+    EXPECT_TRUE(got->has_value() && (*got)->body_text() == "routed by the setup's binding");
+
+    // The same queue redeclared durable: 406, thrown by value() inside the setup.
+    std::vector<std::string> refusals;
+    client::SessionOptions strict{.on_setup_refused = [&](const Error& e) { refusals.push_back(e.to_string()); },
+                                  .retry_refused_setup = false};
+    auto other = client::Session::start(driver, url(), std::move(strict));
+    auto refused = asio_driver::recovering_channel(*other, [&](asio_driver::Channel ch) -> asio::awaitable<Result<void>> {
+      (co_await ch.queue_declare({.name = queue, .durable = true}, use_awaitable)).value();
+      co_return Result<void>{};
+    });
+    auto not_sent = co_await asio_driver::async_publish(refused, {.routing_key = queue}, "never", use_awaitable);
+    EXPECT_FALSE(not_sent.ok());
+    if (!not_sent) {
+      EXPECT_EQ(not_sent.error().reply_code, 406) << not_sent.error().to_string();
+    }
+    EXPECT_EQ(refused->status().state, client::RecoveringChannel::State::failed);
+    EXPECT_EQ(refusals.size(), 1u);
+    EXPECT_NE(refusals.empty() ? std::string::npos : refusals[0].find("inequivalent arg 'durable'"), std::string::npos);
+    CO_ASSERT_OK(co_await plain->queue_delete({.queue = queue}, use_awaitable));
+    CO_ASSERT_OK(co_await asio_driver::async_close(other, use_awaitable));
+    CO_ASSERT_OK(co_await asio_driver::async_close(session, use_awaitable));
+  });
+}
+
 TEST(AsioTokens, pool_borrow_session_publish_and_close_and_rpc_call) {
   run([](AsioDriver& driver) -> asio::awaitable<void> {
     auto pool = asio_driver::Pool::create(driver, url(), {.size = 1});

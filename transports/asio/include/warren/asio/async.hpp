@@ -5,7 +5,8 @@
 //   channel.hpp     asio_driver::Channel: every channel verb, publish with its outcome, consume
 //   consumer.hpp    asio_driver::Consumer: receive (a stream), cancel
 //   pool.hpp        asio_driver::Pool: borrow, close
-//   session.hpp     async_close for a Session
+//   session.hpp     for a Session: async_open_channel, async_publish, async_close
+//   recovering_channel.hpp  a Session's recovering channel whose setup is a coroutine
 //   rpc.hpp         asio_driver::RpcClient: async_start, call
 //   initiate.hpp    the one generic initiation path under all of them
 #pragma once
@@ -16,3 +17,8 @@
 #include "warren/asio/pool.hpp"
 #include "warren/asio/rpc.hpp"
 #include "warren/asio/session.hpp"
+// Only where Asio's coroutines are on (asio_config.hpp, included above, switches them on for
+// clang; GCC needs -fcoroutines).
+#if defined(ASIO_HAS_CO_AWAIT)
+#include "warren/asio/recovering_channel.hpp"
+#endif
