@@ -85,7 +85,8 @@ TEST(EngineAgainstBroker, publish_consume_ack_with_confirms_return_and_nack) {
             "publish(ch1 p" + std::to_string(*refused) + " nacked, precondition failed: the broker nacked the message)");
   EXPECT_EQ(p.take("returned("), "returned(312 \"NO_ROUTE\" ch1 exchange=\"amq.direct\" routing_key=\"nobody-binds-this\" body=\"lost\")");
   EXPECT_EQ(p.take("publish(ch1 p" + std::to_string(*unroutable)),
-            "publish(ch1 p" + std::to_string(*unroutable) + " returned, not found 312: NO_ROUTE)");
+            "publish(ch1 p" + std::to_string(*unroutable) +
+                " returned, not found 312: NO_ROUTE (exchange \"amq.direct\", routing key \"nobody-binds-this\"))");
 
   std::uint64_t tag = 0;
   p.on_event = [&](const engine::Event& e) {
