@@ -117,7 +117,10 @@ void Connection::dial_next() {
     t.client_key_pem = options_.client_key_pem;
     tls = std::move(t);
   }
-  stream_ = driver_.dial(url_.endpoints[endpoint_index_], *options_.connect_timeout, std::move(tls), *this);
+  const Endpoint& host = url_.endpoints[endpoint_index_];
+  peer_ = host.host + ":" + std::to_string(host.port);
+  observe("connection.connecting", Level::info);
+  stream_ = driver_.dial(host, *options_.connect_timeout, std::move(tls), *this);
   if (options_.read_batching.min_bytes > 0) stream_->set_read_batching(options_.read_batching);
 }
 
@@ -138,6 +141,7 @@ void Connection::on_stream_error(Error cause) {
   stream_.reset();
   if (!ready_reported_ && (!engine_ || !engine_->error())) {
     // This host failed before the handshake finished, and not by refusing us: try the next.
+    observe("connection.dial_failed", Level::warning, 0, &cause);
     last_dial_error_ = std::move(cause);
     engine_.reset();
     drop_timers();
@@ -224,6 +228,7 @@ void Connection::dispatch(const engine::Event& event) {
           heartbeat_s_ = e.heartbeat_s;
           if (e.server_properties) server_properties_ = *e.server_properties;
           ready_reported_ = true;
+          observe("connection.connected", Level::info);
           if (on_ready_) on_ready_(Result<void>());
         } else if constexpr (std::is_same_v<E, engine::Closed>) {
           // A host that took the TCP connection but failed the handshake (timed out, closed
@@ -231,7 +236,9 @@ void Connection::dispatch(const engine::Event& event) {
           // the same everywhere, so they end the dial.
           const bool refused = e.cause.reply_code == 403 || e.cause.reply_code == 530 ||
                                e.cause.code == make_error_code(errc::access_refused);
+          if (e.heartbeat_missed) observe("connection.heartbeat_missed", Level::error, 0, &e.cause);
           if (!ready_reported_ && !close_asked_ && !refused && endpoint_index_ + 1 < url_.endpoints.size()) {
+            observe("connection.dial_failed", Level::warning, 0, &e.cause);
             last_dial_error_ = e.cause;
             redial_ = true;  // once this turn of the loop is over
           } else if (!ready_reported_) {
@@ -242,8 +249,10 @@ void Connection::dispatch(const engine::Event& event) {
             finish(e.cause);
           }
         } else if constexpr (std::is_same_v<E, engine::Blocked>) {
+          observe("connection.blocked", Level::warning, 0, nullptr, e.reason);
           if (on_blocked) on_blocked(e.reason);
         } else if constexpr (std::is_same_v<E, engine::Unblocked>) {
+          observe("connection.unblocked", Level::info);
           if (on_unblocked) on_unblocked();
         } else if constexpr (std::is_same_v<E, engine::Writable>) {
           if (on_writable) on_writable();
@@ -266,6 +275,9 @@ void Connection::dispatch(const engine::Event& event) {
             return;
           }
           end_subscriptions(e.channel, e.cause);
+          // The application's own close (200) is routine; anything else closed it on us.
+          observe("channel.closed", e.cause.reply_code == wire::reply::success ? Level::info : Level::warning, e.channel,
+                  &e.cause);
           if (on_channel_closed) on_channel_closed(e.channel, e.cause);
         } else if constexpr (std::is_same_v<E, engine::GetOk>) {
           answers_.erase(e.request);
@@ -298,6 +310,10 @@ void Connection::dispatch(const engine::Event& event) {
             for (auto& done : settled)
               if (done) done(e.outcome, e.cause);
           }
+          // One record per settled range that did not go as asked (a return has its own, below;
+          // a publish failed by its channel's or connection's end follows that end's record).
+          if (e.outcome == engine::PublishOutcome::nacked) observe("publish.nacked", Level::warning, e.channel, &e.cause);
+          if (e.outcome == engine::PublishOutcome::timed_out) observe("publish.timed_out", Level::warning, e.channel, &e.cause);
           if (on_publish_done) on_publish_done(e);
         } else if constexpr (std::is_same_v<E, engine::Delivery>) {
           for (auto& s : consumers_)
@@ -306,9 +322,11 @@ void Connection::dispatch(const engine::Event& event) {
               break;
             }
         } else if constexpr (std::is_same_v<E, engine::Returned>) {
-          if (!on_returned) return;
+          if (!on_returned && !options_.observer) return;
           Error why = make_error(errc::unroutable, engine::returned_detail(e.reply_text, e.message.exchange, e.message.routing_key));
           why.reply_code = e.reply_code;
+          observe("publish.returned", Level::warning, e.message.channel, &why, e.message.routing_key);
+          if (!on_returned) return;
           std::shared_ptr<detail::ChannelCore> core;
           if (auto it = cores_.find(e.message.channel); it != cores_.end()) core = it->second;
           on_returned(Delivery(e.message, core), why);
@@ -322,6 +340,7 @@ void Connection::dispatch(const engine::Event& event) {
             if (ended) {
               if (e.by_broker) {
                 Error cause = make_error(errc::consumer_cancelled, "the broker cancelled consumer " + std::string(e.consumer_tag));
+                observe("consumer.cancelled", Level::warning, e.channel, &cause, e.consumer_tag);
                 ended(&cause);
               } else {
                 ended(nullptr);
@@ -350,7 +369,10 @@ void Connection::finish(const Error& failure) {
   // A close succeeded when it ended the connection itself (close-ok, or nothing to close yet:
   // still dialling); a close-ok that never came (a broker that stopped reading: blocked), a
   // loss that won the race, is what the close waiters are told.
-  waiters.settle(cause, cause.reply_code == wire::reply::success || (close_asked_ && !engine_));
+  const bool clean = cause.reply_code == wire::reply::success || (close_asked_ && !engine_);
+  if (was_ready) observe("connection.closed", clean ? Level::info : Level::error, 0, &cause);
+  else observe("connection.failed", clean ? Level::info : Level::error, 0, &cause);
+  waiters.settle(cause, clean);
   if (was_ready && on_closed) on_closed(cause);
 }
 

@@ -175,6 +175,7 @@ void Connection::Impl::handle_timeout(Instant now) {
     const std::chrono::seconds interval{heartbeat_s_};
     if (now - last_received_ >= 2 * interval) {
       discard_output_ = true;
+      heartbeat_missed_ = true;
       fail(make_error(errc::timeout, "no traffic from the broker for " + std::to_string(2 * heartbeat_s_) +
                                          " s (heartbeat " + std::to_string(heartbeat_s_) + " s)"),
            0);
@@ -327,7 +328,7 @@ void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
     if (!u.settled) emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::failed, sent_as(Sent::maybe, cause)});
   }
   if (discard_output_) output_.consume(output_.size_bytes());
-  emit(Closed{std::move(cause)});
+  emit(Closed{std::move(cause), heartbeat_missed_});
 }
 
 // Every request and publish of the channel settles with `cause`.

@@ -92,6 +92,7 @@ class Connection::Impl {
   std::uint64_t written_total_ = 0;
   bool was_congested_ = false;
   bool discard_output_ = false;  // the peer is gone: nothing left to write
+  bool heartbeat_missed_ = false;  // what failed it: the broker went silent (Closed says so)
 
   Instant handshake_deadline_;
   Instant last_sent_;

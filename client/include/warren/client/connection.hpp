@@ -16,6 +16,7 @@
 #include "warren/client/broker_version.hpp"
 #include "warren/client/channel.hpp"
 #include "warren/client/driver.hpp"
+#include "warren/client/observer.hpp"
 #include "warren/client/options.hpp"
 #include "warren/client/url.hpp"
 #include "warren/engine/connection.hpp"
@@ -39,6 +40,8 @@ struct ClientOptions {
   // Off by default. A consumer that cares for CPU per message more than for each message's
   // latency turns it on, e.g. {.min_bytes = 32768, .max_wait = std::chrono::milliseconds(2)}.
   ReadBatching read_batching{};
+  // Told every event of this connection (observer.hpp); null: off.
+  std::shared_ptr<Observer> observer{};
 };
 
 class Connection : public std::enable_shared_from_this<Connection>, private StreamEvents {
@@ -161,6 +164,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void dispatch(const engine::Event& e);
   void finish(const Error& cause);  // the end: settle every waiter once, then on_closed
   void later(std::function<void()> fn);  // a callback that must not run inside the caller's call
+  // One record to the observer, if there is one.
+  void observe(std::string_view name, Level level, engine::ChannelId channel = 0, const Error* cause = nullptr,
+               std::string_view subject = {}) const {
+    if (options_.observer)
+      options_.observer->on_record(Record{name, level, peer_, channel, cause, subject});
+  }
   template <class Verb>
   void request(Verb verb, Answer done);
   // A command whose result is known at once (ack, nack, reject, a callback-free publish).
@@ -179,6 +188,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   Done on_ready_;
   std::size_t endpoint_index_ = 0;
   std::optional<Error> last_dial_error_;
+  std::string peer_;  // "host:port" of the host dialled last: what records name
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Timer> timer_;
   std::optional<engine::Connection> engine_;

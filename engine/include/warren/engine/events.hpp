@@ -35,6 +35,7 @@ struct Unblocked {};
 // a close this side asked for and the broker confirmed has reply_code 200.
 struct Closed {
   Error cause{};
+  bool heartbeat_missed = false;  // the broker went silent for two heartbeat intervals
 };
 
 // The output fell back under its limit after being congested.
