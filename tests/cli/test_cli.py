@@ -156,6 +156,49 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertEqual(r.stderr.decode(), "warren: message 1: returned 312 NO_ROUTE\n")
 
+    # ---- event records (--log-level, --log-format)
+
+    def test_event_records_are_one_json_object_a_line_with_fixed_keys_and_no_secret(self):
+        keys = ["time", "level", "event", "connection", "channel", "subject", "cause", "reply_code"]
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                key = unique("nowhere")
+                r = warren("publish", "--routing-key", key, "--confirm", "--mandatory", "--body", "x", "--driver", driver,
+                           "--log-level", "info", "--log-format", "json")
+                self.assertEqual(r.returncode, 1)
+                lines = r.stderr.decode().splitlines()
+                # The contract's line is still there, as it was; the records are the other lines.
+                self.assertIn("warren: message 1: returned 312 NO_ROUTE", lines)
+                records = [json.loads(line) for line in lines if line != "warren: message 1: returned 312 NO_ROUTE"]
+                for rec in records:
+                    self.assertEqual(list(rec.keys()), keys)
+                    datetime.datetime.strptime(rec["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+                    self.assertEqual(rec["connection"], f"127.0.0.1:{PORT}")
+                self.assertEqual([rec["event"] for rec in records],
+                                 ["connection.connecting", "connection.connected", "publish.returned", "connection.closed"])
+                returned = records[2]
+                self.assertEqual((returned["level"], returned["channel"], returned["subject"], returned["reply_code"]),
+                                 ("warning", 1, key, 312))
+                self.assertIn(f'routing key "{key}"', returned["cause"])
+                self.assertIsNone(records[0]["cause"])
+
+    def test_event_records_as_text_from_the_level_asked_and_none_by_default(self):
+        bad = f"amqp://guest:not-the-password@127.0.0.1:{PORT}"
+        r = warren("publish", "--routing-key", unique("q"), "--body", "x", "--log-level", "warning", url=bad)
+        self.assertEqual(r.returncode, 1)
+        err = r.stderr.decode()
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 2, err)
+        self.assertTrue(lines[0].startswith(f"warren: error connection.failed 127.0.0.1:{PORT}: access refused (403)"), err)
+        self.assertTrue(lines[1].startswith("warren: access refused (403)"), err)
+        self.assertNotIn("not-the-password", err)
+        self.assertNotIn("guest", err)
+        # Off by default: the one line the contract fixes, nothing else.
+        r = warren("publish", "--routing-key", unique("q"), "--body", "x", url=bad)
+        self.assertEqual(len(r.stderr.decode().splitlines()), 1, r.stderr.decode())
+        r = warren("publish", "--routing-key", "q", "--body", "x", "--log-level", "loud")
+        self.assertEqual(r.returncode, 2)
+
     def test_confirm_reports_a_nack(self):
         q = self.declare(None, "--arg", "x-max-length=1", "--arg", "x-overflow=reject-publish")
         r = warren("publish", "--routing-key", q, "--confirm", "--body", "x", "--count", "2")

@@ -11,6 +11,12 @@ void add_common_options(CLI::App& command, Common& common) {
   command.add_option("--driver", common.driver, "the event loop: uv or asio")
       ->check(CLI::IsMember({"uv", "asio"}))
       ->default_str("uv");
+  command.add_option("--log-level", common.log_level, "the client's event records on stderr, from this level up")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error", "off"}))
+      ->default_str("off");
+  command.add_option("--log-format", common.log_format, "event records as text or as JSON, one a line")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->default_str("text");
 }
 
 }  // namespace warren::cli

@@ -1,5 +1,7 @@
 #include "job.hpp"
 
+#include "record_log.hpp"
+
 #include "stop_signals.hpp"
 
 #include <cmath>
@@ -56,6 +58,7 @@ int Job::run() {
     report("", describe(ok.error()));
     return exit_usage;
   }
+  records_ = make_record_log(common_.log_level, common_.log_format);
   runtime_ = make_runtime(common_.driver);
   if (!runtime_) {
     report("--driver", "expected uv or asio, not '" + common_.driver + "'");
@@ -83,6 +86,7 @@ void Job::connect_another(client::Callback<std::shared_ptr<client::Connection>> 
 }
 
 void Job::connect_another(client::ClientOptions options, client::Callback<std::shared_ptr<client::Connection>> done) {
+  if (!options.observer) options.observer = records_;
   connect_from(0, std::make_shared<const client::ClientOptions>(std::move(options)),
                std::make_shared<decltype(done)>(std::move(done)));
 }

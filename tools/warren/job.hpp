@@ -21,6 +21,8 @@ inline constexpr const char* default_url = "amqp://guest:guest@127.0.0.1:5672";
 struct Common {
   std::vector<std::string> urls;  // empty: default_url
   std::string driver = "uv";
+  std::string log_level = "off";   // the client's event records on stderr: debug, info, warning, error
+  std::string log_format = "text";  // or json
 };
 
 // Exit codes: 0 done, 1 the work failed (broker said no, timeout, nack), 2 the command line
@@ -91,6 +93,7 @@ class Job {
   void close_all();
 
   Common common_;
+  std::shared_ptr<client::Observer> records_;  // --log-level: every connection's records
   std::vector<client::ConnectionUrl> urls_;
   std::unique_ptr<Runtime> runtime_;
   std::vector<std::shared_ptr<client::Connection>> connections_;
