@@ -25,6 +25,11 @@ bool permanent_for_channel(const Error& e) { return is_permanent(e); }
 // and a 404 (a passive declare of something missing; someone may create it, so it is retried).
 bool refused(const Error& e) { return is_permanent(e) || e.reply_code == 404; }
 
+// "attempt 3 in 412 ms": a retry's number and delay, for a record's subject.
+std::string attempt_text(unsigned attempt, engine::Duration delay) {
+  return "attempt " + std::to_string(attempt) + " in " + std::to_string(delay.count()) + " ms";
+}
+
 }  // namespace
 
 engine::Duration Backoff::ceiling(unsigned attempt) const {
@@ -256,6 +261,8 @@ void RecoveringChannel::open() {
         self->ready_ = true;
         self->permanent_.reset();
         self->refusal_told_ = false;
+        if (self->session_ && std::exchange(self->was_ready_, true))
+          self->session_->observe("channel.recovered", Level::info, self->channel_.id(), nullptr, {});
         self->set_status(Status{State::ready, 0, engine::Duration{0}, std::nullopt});
         self->flush_waiting();
       });
@@ -281,6 +288,7 @@ void RecoveringChannel::failed(const Error& cause) {
     fail_waiting(cause);  // waiting will not change the answer
   }
   if (is_refused && !std::exchange(refusal_told_, true)) {
+    session_->observe("channel.setup_refused", Level::error, 0, &cause, stop ? "not retried" : "retrying");
     if (session_->options_.on_setup_refused) {
       session_->options_.on_setup_refused(cause);
     } else {
@@ -295,6 +303,7 @@ void RecoveringChannel::failed(const Error& cause) {
   }
   const unsigned attempt = status_.attempt + 1;
   const auto delay = session_->draw_delay(attempt);
+  session_->observe("channel.retrying", Level::warning, 0, &cause, attempt_text(attempt, delay));
   set_status(Status{State::retrying, attempt, delay, cause});
   if (!retry_timer_) {
     std::weak_ptr<RecoveringChannel> weak = weak_from_this();
@@ -342,6 +351,15 @@ std::shared_ptr<Session> Session::start(Driver& driver, ConnectionUrl url, Sessi
   });
   self->dial();
   return self;
+}
+
+void Session::observe(std::string_view name, Level level, engine::ChannelId channel, const Error* cause,
+                      std::string_view subject) const {
+  const auto& observer = options_.client.observer;
+  if (!observer) return;
+  const Endpoint& host = connection_ ? connection_->endpoint() : url_.endpoints.front();
+  const std::string peer = host.host + ":" + std::to_string(host.port);
+  observer->on_record(Record{name, level, peer, channel, cause, subject});
 }
 
 void Session::set_status(Status status) {
@@ -395,6 +413,7 @@ void Session::dial() {
 }
 
 void Session::connected() {
+  observe(ever_connected_ ? "session.reconnected" : "session.connected", Level::info, 0, nullptr, {});
   ever_connected_ = true;
   frame_max_bytes_ = connection_->frame_max_bytes();
   broker_version_ = connection_->broker_version();
@@ -462,6 +481,7 @@ void Session::lost(const Error& cause) {
 
 void Session::retry(const Error& cause) {
   if (permanent(cause)) {  // whether or not it ever worked: waiting will not change the answer
+    observe("session.gave_up", Level::error, 0, &cause, {});
     set_status(Status{State::closed, status_.attempt, engine::Duration{0}, cause});
     for (auto& ch : channels_) ch->fail_waiting(cause);  // now, not at their deadlines
     fail_channel_waiters(cause);
@@ -469,6 +489,7 @@ void Session::retry(const Error& cause) {
   }
   const unsigned attempt = status_.attempt + 1;
   const engine::Duration delay = draw_delay(attempt);
+  observe("session.reconnecting", Level::warning, 0, &cause, attempt_text(attempt, delay));
   set_status(Status{ever_connected_ ? State::reconnecting : State::connecting, attempt, delay, cause});
   retry_timer_->arm(driver_.now() + delay);
 }

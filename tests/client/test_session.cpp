@@ -140,6 +140,36 @@ TEST_F(SessionTest, setup_runs_again_after_every_reconnect_and_nothing_else_is_r
                                       "confirm.select", "queue.declare", "basic.qos", "basic.consume"}));
 }
 
+// Issue 24: a session's life reaches the observer of its connections' options, its own records
+// between theirs: the reconnect (with its attempt and delay), the recovery of its channel.
+TEST_F(SessionTest, a_reconnect_and_the_channels_recovery_reach_the_observer) {
+  struct Names : client::Observer {
+    std::vector<std::string> lines;
+    void on_record(const client::Record& r) override {
+      lines.push_back(std::string(r.name) + (r.subject.empty() ? "" : " '" + std::string(r.subject) + "'") + " " +
+                      client::to_string(r.level) + " " + std::string(r.connection));
+    }
+  };
+  auto names = std::make_shared<Names>();
+  options.client.observer = names;
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  auto ch = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); });
+  driver.run();
+  ASSERT_TRUE(ch->ready());
+  driver.reset_all();
+  ASSERT_EQ(statuses.back().state, Session::State::reconnecting);
+  const std::string delay = std::to_string(statuses.back().delay.count());
+  wait_retry();
+  ASSERT_TRUE(ch->ready());
+  EXPECT_EQ(names->lines,
+            (std::vector<std::string>{"connection.connecting info fake:5001", "connection.connected info fake:5001",
+                                      "session.connected info fake:5001", "connection.closed error fake:5001",
+                                      "session.reconnecting 'attempt 1 in " + delay + " ms' warning fake:5001",
+                                      "connection.connecting info fake:5001", "connection.connected info fake:5001",
+                                      "session.reconnected info fake:5001", "channel.recovered info fake:5001"}));
+}
+
 TEST_F(SessionTest, a_publish_whose_confirm_was_outstanding_fails_as_unknown_and_is_not_republished) {
   driver.hosts[5001] = FakeDriver::Host::broker_holding_confirms;
   auto session = start();
@@ -574,6 +604,28 @@ TEST_F(RefusedSetup, is_told_on_standard_error_once_by_default_and_retried) {
             "warren: a recovering channel's setup was refused: precondition failed (406): PRECONDITION_FAILED - "
             "inequivalent arg 'x-queue-type' for queue 'jobs' in vhost '/' (retrying with backoff; "
             "SessionOptions::on_setup_refused replaces this line)\n");
+  session->close(nullptr);
+  driver.advance(10s);
+}
+
+TEST_F(RefusedSetup, is_a_record_for_the_observer_too) {
+  struct Refusals : client::Observer {
+    std::vector<std::string> lines;
+    void on_record(const client::Record& r) override {
+      if (r.name == "channel.setup_refused" || r.name == "channel.retrying")
+        lines.push_back(std::string(r.name) + " " + std::string(r.subject) + ": " + (r.cause ? r.cause->to_string() : ""));
+    }
+  };
+  auto refusals = std::make_shared<Refusals>();
+  options.client.observer = refusals;
+  options.on_setup_refused = [](const Error&) {};
+  options.retry_refused_setup = false;
+  auto session = start();
+  auto ch = session->channel(declare_classic());
+  driver.advance(10s);
+  ASSERT_EQ(refusals->lines.size(), 1u);
+  EXPECT_EQ(refusals->lines[0].rfind("channel.setup_refused not retried: precondition failed (406)", 0), 0u)
+      << refusals->lines[0];
   session->close(nullptr);
   driver.advance(10s);
 }

@@ -131,6 +131,7 @@ class RecoveringChannel : public std::enable_shared_from_this<RecoveringChannel>
   Status status_;
   std::optional<Error> permanent_;  // a cause a retry cannot fix by itself: publishes fail at once
   bool refusal_told_ = false;       // this episode's refusal was reported (on_setup_refused)
+  bool was_ready_ = false;          // ready once before: the next ready is a recovery
   std::unique_ptr<Timer> retry_timer_;
   std::deque<std::unique_ptr<Waiting>> waiting_;
   std::multimap<engine::Instant, std::shared_ptr<Tracked>> deadlines_;  // every unsettled publish
@@ -199,6 +200,10 @@ class Session : public std::enable_shared_from_this<Session> {
   Driver& driver_;
   ConnectionUrl url_;
   SessionOptions options_;
+  // One record to SessionOptions::client.observer, if there is one, naming the host the
+  // session is connected to (else its URL's first host).
+  void observe(std::string_view name, Level level, engine::ChannelId channel, const Error* cause,
+               std::string_view subject) const;
   std::mt19937_64 random_;
   Status status_;
   std::shared_ptr<Connection> connection_;
