@@ -205,6 +205,45 @@ TEST_P(MessagingBroker, release_does_not_count_and_the_last_attempt_goes_to_the_
   drop_work_queue(*q);
 }
 
+// Issue 24: the layer's retries and dead-letters are records for Options::observer, named in
+// the one scheme (docs/observability.md), beside the work queue's own outcome.
+TEST_P(MessagingBroker, retries_and_dead_letters_reach_the_layers_observer) {
+  struct Records : client::Observer {
+    std::vector<std::string> lines;
+    void on_record(const client::Record& r) override {
+      lines.push_back(std::string(r.name) + " " + client::to_string(r.level) + " " + std::string(r.subject));
+    }
+  };
+  auto records = std::make_shared<Records>();
+  auto m = layer(nullptr, {.observer = records});
+  auto q = work(m, {.name = "observed", .attempts = 2, .backoff = {.base = 100ms, .max = 100ms}});
+  put(q, "fails twice", "id-observed");
+  bool dead = false;
+  std::vector<std::chrono::milliseconds> delays;
+  auto started = wait<std::shared_ptr<Subscription>>([&](auto d) {
+    q->consume({.prefetch = 1},
+               [&](WorkItem item) {
+                 auto shared = std::make_shared<WorkItem>(std::move(item));
+                 shared->retry({.error = "it broke"}, [&, shared](Result<Retried> r) {
+                   ASSERT_TRUE(r.ok()) << r.error().to_string();
+                   if (r->dead_lettered) dead = true;
+                   else delays.push_back(r->delay);
+                 });
+               },
+               d);
+  });
+  ASSERT_TRUE(started.ok()) << started.error().to_string();
+  auto worker = *started;
+  ASSERT_TRUE(loop.run_until([&] { return dead; }, 15s));
+  ASSERT_EQ(delays.size(), 1u);
+  EXPECT_EQ(records->lines,
+            (std::vector<std::string>{"work.retried info " + q->queue() + ": attempt 2 in " +
+                                          std::to_string(delays[0].count()) + " ms",
+                                      "work.dead_lettered warning " + q->queue() + ": attempts exhausted"}));
+  worker->cancel(nullptr);
+  drop_work_queue(*q);
+}
+
 TEST_P(MessagingBroker, a_retry_the_broker_did_not_take_leaves_the_message_in_the_queue_as_it_was) {
   auto m = layer();
   auto q = work(m, {.name = "unrouted", .attempts = 3, .backoff = {.base = 100ms, .max = 100ms}});

@@ -173,6 +173,14 @@ void Messaging::track(const std::shared_ptr<Subscription>& subscription) {
 }
 
 void Messaging::report(Event event) {
+  // The same events as records, under names of the one scheme.
+  if (options_.observer) {
+    if (event.what == "connection") observe("messaging.connection_lost", client::Level::error, event.subject, &event.cause);
+    else if (event.what == "consumer.closed") observe("messaging.consumer_closed", client::Level::warning, event.subject, &event.cause);
+    else if (event.what == "consumer.recovered") observe("messaging.consumer_recovered", client::Level::info, event.subject);
+    else if (event.what == "retry-levels") observe("messaging.retry_levels_failed", client::Level::warning, event.subject, &event.cause);
+    else observe("messaging." + event.what, client::Level::info, event.subject, &event.cause);
+  }
   if (options_.on_event) options_.on_event(event);
 }
 

@@ -127,9 +127,12 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
   }
   auto original = std::make_shared<client::Message>(std::move(message_));
   queue_->republish(*original, queue_->retry_queue(delay), std::move(options.headers), options.error, false,
-                    [original, delay, done](Result<void> r) {
+                    [original, delay, done, queue = queue_, attempt = attempt_](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
                       if (auto acked = original->ack(); !acked) return done(acked.error());
+                      queue->layer()->observe("work.retried", client::Level::info,
+                                              queue->queue() + ": attempt " + std::to_string(attempt + 1) + " in " +
+                                                  std::to_string(delay.count()) + " ms");
                       done(Retried{.dead_lettered = false, .delay = delay});
                     });
 }
@@ -153,9 +156,12 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
     h.set(std::string(reason_header), text + "; its other headers did not fit frame_max " +
                                           std::to_string(queue_->layer()->frame_max_bytes()) + " and were dropped");
   }
+  const auto* said = h.find(reason_header);
+  std::string subject = queue_->queue() + ": " + (said ? std::get<std::string>(said->value) : std::string());
   queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error, only_ours,
-                    [original, done](Result<void> r) {
+                    [original, done, queue = queue_, subject = std::move(subject)](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
+                      queue->layer()->observe("work.dead_lettered", client::Level::warning, subject);
                       done(original->ack());
                     });
 }

@@ -92,6 +92,10 @@ class Log : public std::enable_shared_from_this<Log> {
 
  private:
   Log(std::shared_ptr<Messaging> layer, LogOptions options);
+  void observe_gap(const Gap& gap) const {  // "log.gap" to the layer's observer
+    layer_->observe("log.gap", client::Level::warning,
+                    queue_ + ": asked " + std::to_string(gap.asked) + ", oldest retained " + std::to_string(gap.oldest));
+  }
   void declared(client::Callback<void> then);
   void oldest(client::Callback<std::optional<std::uint64_t>> done);  // the first retained offset
   // The offset of the entry with message_id `id`: read from `start` (below `below`, when set);

@@ -41,6 +41,10 @@ struct Options {
   std::chrono::milliseconds inbox_ttl{60000};  // x-expires of a service group's shared queue
   std::uint64_t stream_max_bytes = 0;  // a log's stream: 0 means no x-max-length-bytes
   std::function<void(const Event&)> on_event;  // optional: the layer's log
+  // Told the layer's records (docs/observability.md): its events above, and each retry,
+  // dead-letter and log gap. The connection's own records come from ClientOptions::observer
+  // (or the Session's); this may be the same observer. Null: off.
+  std::shared_ptr<client::Observer> observer{};
   // Seeds every draw the layer makes (resubscribe jitter, retry jitter, UUIDs), so a test on
   // a virtual clock replays exactly; unset: random_device.
   std::optional<std::uint64_t> random_seed{};
@@ -109,6 +113,11 @@ class Messaging : public std::enable_shared_from_this<Messaging> {
   // ---- for the patterns
   void track(const std::shared_ptr<Subscription>& subscription);
   void report(Event event);
+  // One record to Options::observer, if there is one (its connection field is empty: the
+  // layer's records concern the layer, the connection's own name their host).
+  void observe(std::string_view name, client::Level level, std::string_view subject, const Error* cause = nullptr) const {
+    if (options_.observer) options_.observer->on_record(client::Record{name, level, {}, 0, cause, subject});
+  }
   void connection_lost(const Error& cause);  // once: every subscription is over for good
   // A seed for a pattern's own generator, drawn from the layer's (see Options::random_seed).
   [[nodiscard]] std::uint32_t draw_seed() { return static_cast<std::uint32_t>(random_()); }
