@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "client/fake_driver.hpp"
+#include "client/open_channel.hpp"
 #include "support/outcome.hpp"
 #include "warren/client/connection.hpp"
 
@@ -45,15 +46,7 @@ class ConnectionTest : public ::testing::Test {
     if (ready.last != "ok") throw std::runtime_error("not connected: " + ready.last);
     return c;
   }
-  client::Channel channel(client::Connection& c) {
-    client::Channel ch;
-    c.open_channel([&](Result<client::Channel> r) {
-      if (r) ch = *r;
-    });
-    driver.run();
-    if (!ch.is_open()) throw std::runtime_error("channel did not open");
-    return ch;
-  }
+  client::Channel channel(client::Connection& c) { return open_channel_now(driver, c); }
 };
 
 // Finding 2: a channel whose open-ok had not come when the connection died was never told.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "client/fake_driver.hpp"
+#include "client/open_channel.hpp"
 #include "warren/client/connection.hpp"
 
 namespace warren::test {
@@ -47,15 +48,7 @@ class ObserverTest : public ::testing::Test {
     driver.run();
     return c;
   }
-  client::Channel channel(client::Connection& c) {
-    client::Channel ch;
-    c.open_channel([&](Result<client::Channel> r) {
-      if (r) ch = *r;
-    });
-    driver.run();
-    if (!ch.is_open()) throw std::runtime_error("channel did not open");
-    return ch;
-  }
+  client::Channel channel(client::Connection& c) { return open_channel_now(driver, c); }
 };
 
 TEST_F(ObserverTest, a_connections_life_reaches_its_observer_one_record_per_event_in_order) {
