@@ -25,7 +25,7 @@ bool permanent_for_channel(const Error& e) { return is_permanent(e); }
 // and a 404 (a passive declare of something missing; someone may create it, so it is retried).
 bool refused(const Error& e) { return is_permanent(e) || e.reply_code == 404; }
 
-// "attempt 3 in 412 ms": a retry's number and delay, for a record's subject.
+// "attempt 3 in 412 ms": a retry's number and delay, for a record's subject and a status's text.
 std::string attempt_text(unsigned attempt, engine::Duration delay) {
   return "attempt " + std::to_string(attempt) + " in " + std::to_string(delay.count()) + " ms";
 }
@@ -547,10 +547,7 @@ template <class Status>
 std::string status_text(const char* state, const Status& s) {
   std::string text = state;
   std::string more;
-  if (s.attempt > 0) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(s.delay).count();
-    more = "attempt " + std::to_string(s.attempt) + " in " + std::to_string(ms) + " ms";
-  }
+  if (s.attempt > 0) more = attempt_text(s.attempt, s.delay);
   if (s.last_cause) more += std::string(more.empty() ? "" : "; ") + "last cause: " + s.last_cause->to_string();
   if (!more.empty()) text += " (" + more + ")";
   return text;
