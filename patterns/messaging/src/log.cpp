@@ -265,8 +265,7 @@ void Log::read(ReadOptions options, client::Callback<Page> done) {
             if (!o) return done(o.error());
             if (*o && is_gap(asked, first, **o)) {
               Gap gap{.asked = asked, .oldest = **o};
-              self->observe_gap(gap);
-              if (self->options_.on_gap) self->options_.on_gap(gap);
+              self->report_gap(gap);
               Error e = make_error(errc::not_found, "offset " + std::to_string(asked) + " is gone; the oldest retained is " +
                                                         std::to_string(gap.oldest));
               e.reply_code = 410;
@@ -343,10 +342,7 @@ void Log::subscribe_tail(From from, std::optional<std::uint64_t> fallback,
          // Consumed again from an offset and the first entry is past it: what lay between is
          // gone (trimmed while the tail was away). Skipped, and said so.
          if (first && place->asked && *offset > *place->asked)
-           if (auto self = weak.lock()) {
-             self->observe_gap(Gap{.asked = *place->asked, .oldest = *offset});
-             if (self->options_.on_gap) self->options_.on_gap(Gap{.asked = *place->asked, .oldest = *offset});
-           }
+           if (auto self = weak.lock()) self->report_gap(Gap{.asked = *place->asked, .oldest = *offset});
          if (place->next && *offset < *place->next) return;
          place->next = *offset + 1;
          on_entry(d, *offset);

@@ -92,9 +92,11 @@ class Log : public std::enable_shared_from_this<Log> {
 
  private:
   Log(std::shared_ptr<Messaging> layer, LogOptions options);
-  void observe_gap(const Gap& gap) const {  // "log.gap" to the layer's observer
+  // A gap found: "log.gap" to the layer's observer, then on_gap.
+  void report_gap(const Gap& gap) const {
     layer_->observe("log.gap", client::Level::warning,
                     queue_ + ": asked " + std::to_string(gap.asked) + ", oldest retained " + std::to_string(gap.oldest));
+    if (options_.on_gap) options_.on_gap(gap);
   }
   void declared(client::Callback<void> then);
   void oldest(client::Callback<std::optional<std::uint64_t>> done);  // the first retained offset
