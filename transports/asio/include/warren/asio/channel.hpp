@@ -127,6 +127,10 @@ class Channel {
             Outcomes outcomes;
             std::size_t left = 0;
             client::Callback<Outcomes> done;
+            void settle(std::size_t i, Result<engine::PublishOutcome> r) {
+              outcomes[i] = std::move(r);
+              if (--left == 0) done(std::move(outcomes));
+            }
           };
           auto batch = std::make_shared<Batch>();
           batch->outcomes.assign(owned->size(), Result<engine::PublishOutcome>(make_error(errc::timeout, "no outcome")));
@@ -136,14 +140,11 @@ class Channel {
           for (std::size_t i = 0; i < owned->size(); ++i) {
             const auto& p = (*owned)[i];
             if (!p.status().ok()) {
-              batch->outcomes[i] = p.status().error();
-              if (--batch->left == 0) batch->done(std::move(batch->outcomes));
+              batch->settle(i, p.status().error());
               continue;
             }
-            ch.publish(p.publish(), p.body(), [batch, owned, i](Result<engine::PublishOutcome> r) {
-              batch->outcomes[i] = std::move(r);
-              if (--batch->left == 0) batch->done(std::move(batch->outcomes));
-            });
+            ch.publish(p.publish(), p.body(),
+                       [batch, owned, i](Result<engine::PublishOutcome> r) { batch->settle(i, std::move(r)); });
           }
         },
         std::forward<Token>(token));
@@ -206,5 +207,15 @@ class Channel {
   client::Channel channel_;
   detail::LoopExecutor loop_;
 };
+
+namespace detail {
+// The client's callback for an open_channel (a connection's, a session's) that completes an
+// Asio operation with the asio_driver::Channel on the same loop.
+inline client::Callback<client::Channel> to_channel_callback(client::Callback<Channel> done, const LoopExecutor& loop) {
+  return [done = std::move(done), loop](Result<client::Channel> r) {
+    done(map<Channel>(std::move(r), [&](client::Channel ch) { return Channel(std::move(ch), loop); }));
+  };
+}
+}  // namespace detail
 
 }  // namespace warren::asio_driver

@@ -60,9 +60,7 @@ auto async_open_channel(std::shared_ptr<client::Connection> connection, Token&& 
   return detail::initiate<Channel>(
       loop,
       [connection = std::move(connection), loop](client::Callback<Channel> done) {
-        connection->open_channel(client::Callback<client::Channel>([done = std::move(done), loop](Result<client::Channel> r) {
-          done(detail::map<Channel>(std::move(r), [&](client::Channel ch) { return Channel(std::move(ch), loop); }));
-        }));
+        connection->open_channel(detail::to_channel_callback(std::move(done), loop));
       },
       std::forward<Token>(token));
 }

@@ -41,9 +41,7 @@ auto async_open_channel(std::shared_ptr<client::Session> session, Token&& token)
   return detail::initiate<Channel>(
       loop,
       [session = std::move(session), loop](client::Callback<Channel> done) {
-        session->open_channel(client::Callback<client::Channel>([done = std::move(done), loop](Result<client::Channel> r) {
-          done(detail::map<Channel>(std::move(r), [&](client::Channel ch) { return Channel(std::move(ch), loop); }));
-        }));
+        session->open_channel(detail::to_channel_callback(std::move(done), loop));
       },
       std::forward<Token>(token));
 }
