@@ -209,9 +209,12 @@ class PerfJob final : public Job {
     producer_maybe_done(p);
   }
 
-  // -r: what a producer may have sent by now, from the start of the run.
+  // -r: what a producer may have sent by now, from the start of the run. With -z the run's
+  // time counts, not the clock's: on a busy machine the stop timer fires late, and the
+  // producer must not go on pacing past the time it was given.
   std::uint64_t allowed_by_rate() const {
-    const double s = std::chrono::duration<double>(Clock::now() - started_).count();
+    double s = std::chrono::duration<double>(Clock::now() - started_).count();
+    if (args_->seconds > 0) s = std::min(s, args_->seconds);
     return static_cast<std::uint64_t>(s * args_->rate) + 1;
   }
 
