@@ -95,12 +95,27 @@ TEST_P(ClientSuite, a_connection_error_closes_the_connection_with_its_cause) {
 
 // A memory alarm on the test broker (a watermark of 0), lifted by lift() or at the end of
 // the scope whatever happens, and what the connection heard of it.
+//
+// The constructor returns once the broker lists the alarm. `set_vm_memory_high_watermark`
+// returns before the alarm reaches the connections (the memory monitor raises it through an
+// asynchronous event), and connection.blocked comes only on a publish the connection reads
+// after that: on a busy machine a test's first publish used to overtake the alarm, was
+// confirmed, and no block ever came. The alarm's own list is kept by the process that also
+// tells every connection, so once it lists the alarm each connection has been told.
 struct MemoryAlarm {
   bool blocked = false, unblocked = false;
   explicit MemoryAlarm(client::Connection& c) : connection(c) {
     c.on_blocked = [this](std::string_view) { blocked = true; };
     c.on_unblocked = [this] { unblocked = true; };
-    rabbitmqctl("set_vm_memory_high_watermark 0");
+    const std::string said = rabbitmqctl(
+        "eval 'ok = vm_memory_monitor:set_vm_memory_high_watermark(0.0), "
+        "Raised = fun Wait(0) -> not_raised; Wait(N) -> "
+        "case lists:keymember({resource_limit, memory, node()}, 1, rabbit_alarm:get_alarms()) of "
+        "true -> raised; false -> timer:sleep(20), Wait(N - 1) end end, Raised(250).'");
+    if (said.find("raised") != 0) {
+      lift();
+      throw std::runtime_error("the broker did not raise a memory alarm: " + said);
+    }
   }
   MemoryAlarm(const MemoryAlarm&) = delete;
   MemoryAlarm& operator=(const MemoryAlarm&) = delete;
