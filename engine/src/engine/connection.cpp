@@ -99,7 +99,7 @@ void Connection::Impl::consume_output(std::size_t n) {
     while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_ &&
            unwritten_.front().channel == u.channel && !unwritten_.front().settled)
       last = unwritten_.pop_front().id;
-    emit(PublishDone{u.channel, u.id, last, PublishOutcome::written, {}});
+    emit(PublishDone{u.channel, u.id, last, PublishOutcome::written, {}, u.deadline - u.timeout});
   }
   if (unwritten_.empty()) unwritten_due_.at.reset();
   if (was_congested_ && !congested()) {

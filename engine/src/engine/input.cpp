@@ -474,7 +474,7 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
       if (r == ch.pending_returns.end()) continue;
       Error e = make_error(errc::not_found, r->detail);
       e.reply_code = r->reply_code;
-      emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::returned, std::move(e)});
+      emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::returned, std::move(e), u.deadline - u.timeout});
       u.settled = true;
     }
     // Whatever this ack or nack covers is settled now; its returns are used up.
@@ -483,8 +483,9 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
   // The rest as ranges of every unsettled publish with a sequence number up to `upto`. A
   // publish settled already (returned, timed out) ends a range: a range never names it again.
   std::optional<PublishId> first, last;
+  Instant first_at{};
   auto flush = [&] {
-    if (first) emit(PublishDone{ch.id, *first, *last, outcome, cause()});
+    if (first) emit(PublishDone{ch.id, *first, *last, outcome, cause(), first_at});
     first.reset();
   };
   for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
@@ -496,7 +497,10 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
       continue;
     }
     u.settled = true;
-    if (!first) first = u.id;
+    if (!first) {
+      first = u.id;
+      first_at = u.deadline - u.timeout;
+    }
     last = u.id;
   }
   flush();

@@ -82,6 +82,9 @@ struct PublishDone {
   PublishId last = 0;
   PublishOutcome outcome = PublishOutcome::written;
   Error cause{};  // for returned: reply code and text; for nacked, timed_out and failed: why
+  // When the range's first publish was made (the `now` it was given), for confirmed,
+  // nacked, returned and written; the default Instant where the engine does not say.
+  Instant published_at{};
 };
 
 // A message the broker sent: basic.deliver, basic.get-ok or basic.return.
