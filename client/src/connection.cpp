@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "channel_core.hpp"
+#include "connection_metrics.hpp"
 #include "warren/wire/constants.hpp"
 
 namespace warren::client {
@@ -42,6 +43,7 @@ Connection::Connection(Driver& driver, ConnectionUrl url, ClientOptions options,
   options_.engine = url_.apply(std::move(options_.engine));
   if (url_.connection_timeout) options_.connect_timeout = *url_.connection_timeout;
   if (!options_.connect_timeout) options_.connect_timeout = options_.engine.request_timeout;
+  if (options_.metrics) metrics_ = std::make_unique<detail::ConnectionMetrics>(options_.metrics);
 }
 
 // Dropping the last reference ends the connection: its socket closes now, and every waiter
@@ -158,6 +160,7 @@ void Connection::on_stream_error(Error cause) {
 void Connection::on_bytes(std::span<const std::byte> bytes) {
   if (!engine_) return;
   peek_ = false;  // the one read a held input was let through for
+  if (metrics_) metrics_->received_bytes(bytes.size());
   engine_->handle_bytes(bytes, driver_.now());
   pump();  // drains every event: the bytes are not used after this returns
 }
@@ -165,6 +168,7 @@ void Connection::on_bytes(std::span<const std::byte> bytes) {
 void Connection::on_written(std::size_t bytes) {
   if (!engine_) return;
   write_in_flight_ = 0;
+  if (metrics_) metrics_->sent_bytes(bytes);
   engine_->consume_output(bytes);
   pump();
 }
@@ -229,6 +233,7 @@ void Connection::dispatch(const engine::Event& event) {
           if (e.server_properties) server_properties_ = *e.server_properties;
           ready_reported_ = true;
           observe("connection.connected", Level::info);
+          if (metrics_) metrics_->connected();
           if (on_ready_) on_ready_(Result<void>());
         } else if constexpr (std::is_same_v<E, engine::Closed>) {
           // A host that took the TCP connection but failed the handshake (timed out, closed
@@ -250,13 +255,16 @@ void Connection::dispatch(const engine::Event& event) {
           }
         } else if constexpr (std::is_same_v<E, engine::Blocked>) {
           observe("connection.blocked", Level::warning, 0, nullptr, e.reason);
+          if (metrics_) metrics_->blocked(driver_.now());
           if (on_blocked) on_blocked(e.reason);
         } else if constexpr (std::is_same_v<E, engine::Unblocked>) {
           observe("connection.unblocked", Level::info);
+          if (metrics_) metrics_->unblocked(driver_.now());
           if (on_unblocked) on_unblocked();
         } else if constexpr (std::is_same_v<E, engine::Writable>) {
           if (on_writable) on_writable();
         } else if constexpr (std::is_same_v<E, engine::ChannelOpened>) {
+          if (metrics_) metrics_->channel_opened();
           if (auto it = opening_.find(e.channel); it != opening_.end()) {
             auto done = std::move(it->second);
             opening_.erase(it);
@@ -274,6 +282,7 @@ void Connection::dispatch(const engine::Event& event) {
             done(&e.cause, e.channel);
             return;
           }
+          if (metrics_) metrics_->channel_closed();
           end_subscriptions(e.channel, e.cause);
           // The application's own close (200) is routine; anything else closed it on us.
           observe("channel.closed", e.cause.reply_code == wire::reply::success ? Level::info : Level::warning, e.channel,
@@ -301,6 +310,7 @@ void Connection::dispatch(const engine::Event& event) {
             done(&e.cause, nullptr);
           }
         } else if constexpr (std::is_same_v<E, engine::PublishDone>) {
+          if (metrics_) metrics_->settled(e, driver_.now());
           auto first = publishes_.lower_bound({e.channel, e.first});
           auto last = publishes_.upper_bound({e.channel, e.last});
           if (first != last) {
@@ -318,7 +328,20 @@ void Connection::dispatch(const engine::Event& event) {
         } else if constexpr (std::is_same_v<E, engine::Delivery>) {
           for (auto& s : consumers_)
             if (s.channel == e.message.channel && s.tag == e.message.consumer_tag) {
+              if (!s.consumed) {
+                s.on_message(e.message);
+                break;
+              }
+              s.consumed->add();
+              if (!s.process) {
+                s.on_message(e.message);
+                break;
+              }
+              // The callback may end the subscription: `s` is not read after it.
+              Histogram& process = *s.process;
+              const auto began = driver_.now();
               s.on_message(e.message);
+              process.record(driver_.now() - began);
               break;
             }
         } else if constexpr (std::is_same_v<E, engine::Returned>) {
@@ -361,6 +384,7 @@ void Connection::finish(const Error& failure) {
   Error cause = failure;
   cause.connection_ended = true;  // a failed dial has not been through the engine's latch
   closed_reported_ = true;
+  if (metrics_) metrics_->ended();
   auto keep = weak_from_this().lock();  // a callback below may drop the last reference
   const bool was_ready = ready_reported_;
   auto waiters = take_waiters();
@@ -423,6 +447,12 @@ void Connection::get(ChannelId channel, const wire::BasicGet& m, GetDone done) {
   // get-empty comes back as an answer; get-ok as a GetOk event with the message. The get is
   // waiting in both places (answers_ and gets_), so whichever tells it first takes the
   // callback: a connection dropped with the get in flight settles both.
+  if (metrics_)
+    done = [counts = metrics_.get(), queue = std::string(m.queue), done = std::move(done)](
+               const Error* e, const engine::Message* msg, std::uint32_t left) {
+      if (msg) counts->got(queue);  // a message comes only while the connection lives
+      if (done) done(e, msg, left);
+    };
   auto shared = std::make_shared<GetDone>(std::move(done));
   auto once = [shared](const Error* e, const engine::Message* msg, std::uint32_t left) {
     if (auto fn = std::exchange(*shared, nullptr)) fn(e, msg, left);
@@ -456,8 +486,19 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
   consume(channel, m, prefetch, std::move(on_message), nullptr, std::move(done));
 }
 
+Connection::Subscription Connection::subscription(ChannelId channel, std::string tag, std::string_view queue,
+                                                 OnMessage on_message, OnEnded on_ended, Handing handing) {
+  Subscription s{channel, std::move(tag), std::move(on_message), std::move(on_ended)};
+  if (metrics_) {
+    const auto m = metrics_->subscription(queue);
+    s.consumed = m.consumed;
+    if (handing == Handing::to_callback) s.process = m.process;
+  }
+  return s;
+}
+
 void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
-                         OnMessage on_message, OnEnded on_ended, Answer done) {
+                         OnMessage on_message, OnEnded on_ended, Answer done, Handing handing) {
   // The consumer is registered when consume-ok names its tag (or now, for a chosen tag).
   auto handler = std::make_shared<OnMessage>(std::move(on_message));
   if (m.no_wait) {
@@ -466,17 +507,20 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
     request([&](engine::Connection& c) {
               auto r = c.basic_consume(channel, m, prefetch, driver_.now());
               if (r.ok())
-                consumers_.push_back(Subscription{channel, std::string(m.consumer_tag), std::move(*handler), std::move(on_ended)});
+                consumers_.push_back(subscription(channel, std::string(m.consumer_tag), m.queue, std::move(*handler),
+                                                  std::move(on_ended), handing));
               return r;
             },
             std::move(done));
     return;
   }
   request([&](engine::Connection& c) { return c.basic_consume(channel, m, prefetch, driver_.now()); },
-          [this, channel, handler, on_ended = std::move(on_ended), done = std::move(done)](const Error* e, const wire::Method* reply) mutable {
+          [this, channel, handler, queue = std::string(m.queue), handing, on_ended = std::move(on_ended),
+           done = std::move(done)](const Error* e, const wire::Method* reply) mutable {
             if (!e && reply)
               if (const auto* ok = std::get_if<wire::BasicConsumeOk>(reply))
-                consumers_.push_back(Subscription{channel, std::string(ok->consumer_tag), std::move(*handler), std::move(on_ended)});
+                consumers_.push_back(subscription(channel, std::string(ok->consumer_tag), queue, std::move(*handler),
+                                                  std::move(on_ended), handing));
             if (done) done(e, reply);
           });
 }
@@ -503,9 +547,11 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
   if (!r.ok()) {
     Error e = r.error();
     e.sent = Sent::no;  // refused before it was queued
+    if (metrics_) metrics_->publish_refused(m.exchange, e);
     if (done) later([done = std::move(done), e = std::move(e)] { done(engine::PublishOutcome::failed, e); });
     return;
   }
+  if (metrics_) metrics_->published(m.exchange);
   if (done) publishes_.emplace(std::pair{channel, *r}, std::move(done));
   pump();
 }
@@ -522,25 +568,38 @@ auto Connection::immediate(Verb verb) -> std::invoke_result_t<Verb&, engine::Con
 
 Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
                                               const wire::BasicProperties& properties, std::span<const std::byte> body) {
-  return immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now()); });
+  return counted_publish(m.exchange, immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now()); }));
 }
 
 Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
                                               const wire::BasicProperties& properties, std::span<const std::byte> body,
                                               const engine::PublishOptions& options) {
-  return immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now(), options); });
+  return counted_publish(m.exchange, immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now(), options); }));
+}
+
+Result<engine::PublishId> Connection::counted_publish(std::string_view exchange, Result<engine::PublishId> r) {
+  if (!metrics_) return r;
+  if (r.ok()) metrics_->published(exchange);
+  else metrics_->publish_refused(exchange, r.error());
+  return r;
 }
 
 Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
-  return immediate([&](engine::Connection& c) { return c.ack(channel, wire::BasicAck{.delivery_tag = delivery_tag, .multiple = multiple}); });
+  auto r = immediate([&](engine::Connection& c) { return c.ack(channel, wire::BasicAck{.delivery_tag = delivery_tag, .multiple = multiple}); });
+  if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::ack, false);
+  return r;
 }
 
 Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
-  return immediate([&](engine::Connection& c) { return c.nack(channel, wire::BasicNack{.delivery_tag = delivery_tag, .multiple = multiple, .requeue = requeue}); });
+  auto r = immediate([&](engine::Connection& c) { return c.nack(channel, wire::BasicNack{.delivery_tag = delivery_tag, .multiple = multiple, .requeue = requeue}); });
+  if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::nack, requeue);
+  return r;
 }
 
 Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
-  return immediate([&](engine::Connection& c) { return c.reject(channel, wire::BasicReject{.delivery_tag = delivery_tag, .requeue = requeue}); });
+  auto r = immediate([&](engine::Connection& c) { return c.reject(channel, wire::BasicReject{.delivery_tag = delivery_tag, .requeue = requeue}); });
+  if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::reject, requeue);
+  return r;
 }
 
 void Connection::close(Done done) {
@@ -642,6 +701,7 @@ void Connection::subscribe(ChannelId channel, const ConsumeOptions& o, std::shar
   wire::BasicConsume m{.queue = o.queue, .consumer_tag = o.tag, .no_local = false, .no_ack = o.auto_ack,
                        .exclusive = o.exclusive, .no_wait = false, .arguments = arguments};
   std::weak_ptr<detail::ConsumerCore> weak = consumer;
+  const Handing handing = consumer->on_delivery ? Handing::to_callback : Handing::to_buffer;
   // The subscription holds the core while it runs (deliveries reach it even when the
   // application keeps only the Consumer handle); the handle cancels it when dropped.
   consume(channel, m, o.prefetch,
@@ -658,7 +718,8 @@ void Connection::subscribe(ChannelId channel, const ConsumeOptions& o, std::shar
               consumer->tag = std::string(ok->consumer_tag);
             if (done) done(Consumer(std::move(consumer)));
             // else nobody holds the handle: the ConsumerCore lives on in the subscription
-          });
+          },
+          handing);
 }
 
 }  // namespace warren::client

@@ -414,6 +414,9 @@ void Session::dial() {
 
 void Session::connected() {
   observe(ever_connected_ ? "session.reconnected" : "session.connected", Level::info, 0, nullptr, {});
+  if (ever_connected_ && options_.client.metrics)
+    options_.client.metrics->counter({"warren.session.reconnects", "{reconnect}", "Sessions connected again after losing their connection"})
+        .add();
   ever_connected_ = true;
   frame_max_bytes_ = connection_->frame_max_bytes();
   broker_version_ = connection_->broker_version();

@@ -170,6 +170,27 @@ TEST_F(SessionTest, a_reconnect_and_the_channels_recovery_reach_the_observer) {
                                       "session.reconnected info fake:5001", "channel.recovered info fake:5001"}));
 }
 
+// Issue 24, metrics: the Session's connections count in its options' Metrics, and so does the
+// reconnect itself; the lost connection's share of the gauges went with it.
+TEST_F(SessionTest, a_reconnect_counts_once_and_the_lost_connection_leaves_no_gauge) {
+  auto metrics = std::make_shared<client::Metrics>();
+  options.client.metrics = metrics;
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  auto ch = session->channel([](client::RecoveringChannel&, client::Callback<void> done) { done(Result<void>()); });
+  driver.run();
+  ASSERT_TRUE(ch->ready());
+  EXPECT_EQ(metrics->snapshot().total("warren.session.reconnects"), 0);
+  driver.reset_all();
+  EXPECT_EQ(metrics->snapshot().total("warren.connections"), 0);
+  wait_retry();
+  ASSERT_TRUE(ch->ready());
+  const auto snap = metrics->snapshot();
+  EXPECT_EQ(snap.total("warren.session.reconnects"), 1);
+  EXPECT_EQ(snap.total("warren.connections"), 1);
+  EXPECT_EQ(snap.total("warren.channels"), 1);
+}
+
 TEST_F(SessionTest, a_publish_whose_confirm_was_outstanding_fails_as_unknown_and_is_not_republished) {
   driver.hosts[5001] = FakeDriver::Host::broker_holding_confirms;
   auto session = start();

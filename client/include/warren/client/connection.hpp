@@ -16,6 +16,7 @@
 #include "warren/client/broker_version.hpp"
 #include "warren/client/channel.hpp"
 #include "warren/client/driver.hpp"
+#include "warren/client/metrics.hpp"
 #include "warren/client/observer.hpp"
 #include "warren/client/options.hpp"
 #include "warren/client/url.hpp"
@@ -25,6 +26,7 @@ namespace warren::client {
 
 namespace detail {
 struct ChannelCore;
+class ConnectionMetrics;
 class ConsumerCore;
 struct LoopThread;
 }  // namespace detail
@@ -42,6 +44,9 @@ struct ClientOptions {
   ReadBatching read_batching{};
   // Told every event of this connection (observer.hpp); null: off.
   std::shared_ptr<Observer> observer{};
+  // Where this connection counts what it does (metrics.hpp); one may serve many connections.
+  // Null: off.
+  std::shared_ptr<Metrics> metrics{};
 };
 
 class Connection : public std::enable_shared_from_this<Connection>, private StreamEvents {
@@ -144,9 +149,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // `on_message` runs for each delivery; `done` once consume-ok (or the failure) is in.
   void consume(engine::ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
                OnMessage on_message, Answer done);
+  // Where `on_message` puts a delivery: into the application's callback (its time is the
+  // delivery's processing time), or into a buffer the application reads later (it is not).
+  enum class Handing : std::uint8_t { to_callback, to_buffer };
   // The same, and `on_ended` runs once when the subscription ends (see OnEnded).
   void consume(engine::ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
-               OnMessage on_message, OnEnded on_ended, Answer done);
+               OnMessage on_message, OnEnded on_ended, Answer done, Handing handing = Handing::to_callback);
   [[nodiscard]] Result<void> ack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple = false);
   [[nodiscard]] Result<void> nack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue);
   [[nodiscard]] Result<void> reject(engine::ChannelId channel, std::uint64_t delivery_tag, bool requeue);
@@ -172,6 +180,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   }
   template <class Verb>
   void request(Verb verb, Answer done);
+  // A callback-free publish's result, counted (with metrics on) and passed on.
+  Result<engine::PublishId> counted_publish(std::string_view exchange, Result<engine::PublishId> r);
   // A command whose result is known at once (ack, nack, reject, a callback-free publish).
   template <class Verb>
   [[nodiscard]] auto immediate(Verb verb) -> std::invoke_result_t<Verb&, engine::Connection&>;
@@ -221,7 +231,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
     std::string tag{};
     OnMessage on_message{};
     OnEnded on_ended{};
+    Counter* consumed = nullptr;   // with metrics on
+    Histogram* process = nullptr;  // with metrics on, for a callback's deliveries
   };
+  Subscription subscription(engine::ChannelId channel, std::string tag, std::string_view queue, OnMessage on_message,
+                            OnEnded on_ended, Handing handing);
+  std::unique_ptr<detail::ConnectionMetrics> metrics_;  // null when ClientOptions::metrics is
   void end_subscriptions(engine::ChannelId channel, const Error& cause);  // channel 0: all
   std::vector<Subscription> consumers_;  // few per connection: a linear search beats a map
 
