@@ -213,6 +213,83 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn(f"warren: consume {q}: timed out after 1 s with 0 message(s) of 1", r.stderr.decode())
 
+    # ---- metrics (--metrics-listen)
+
+    def scrape(self, address):
+        from prometheus_client.parser import text_string_to_metric_families
+        import re
+        import urllib.request
+        with urllib.request.urlopen(address, timeout=10) as r:
+            self.assertEqual(r.status, 200)
+            self.assertTrue(r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers["Content-Type"])
+            text = r.read().decode()
+        samples = {}
+        valid = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+        for family in text_string_to_metric_families(text):
+            self.assertRegex(family.name, valid)
+            for s in family.samples:
+                self.assertRegex(s.name, valid)
+                for label in s.labels:
+                    self.assertRegex(label, r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+                samples[(s.name, tuple(sorted(s.labels.items())))] = (family.type, s.value)
+        return samples
+
+    def test_metrics_listen_serves_what_a_prometheus_scraper_reads_and_the_broker_counted(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = self.declare()
+                p = subprocess.Popen([WARREN, "consume", "--queue", q, "--driver", driver, "--url", URL,
+                                      "--metrics-listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                try:
+                    first = p.stderr.readline().decode()
+                    self.assertRegex(first, r"^warren: metrics at http://127\.0\.0\.1:\d+/metrics\n$")
+                    address = first.split(" at ")[1].strip()
+                    self.ok(warren("publish", "--routing-key", q, "--confirm", stdin=b"1\n2\n3\n4\n5"))
+                    labels = (("messaging_destination_name", q), ("messaging_operation_name", "deliver"),
+                              ("messaging_system", "rabbitmq"))
+                    key = ("messaging_client_consumed_messages_total", labels)
+                    deadline = time.monotonic() + 20
+                    while True:
+                        before = self.scrape(address)
+                        if before.get(key, (None, 0))[1] == 5:
+                            break
+                        self.assertLess(time.monotonic(), deadline, f"consumed never reached 5: {before.get(key)}")
+                        time.sleep(0.2)
+                    # What the broker counted: all five taken and acknowledged, none left.
+                    out = subprocess.run([CTL, "-q", "list_queues", "name", "messages", "messages_unacknowledged"],
+                                         capture_output=True, text=True, check=True).stdout
+                    self.assertIn(f"{q}\t0\t0", out.splitlines())
+                    self.assertEqual(before[key][0], "counter")
+                    acks = ("warren_delivery_settled_total", (("messaging_operation_name", "ack"), ("requeue", "false")))
+                    self.assertEqual(before[acks][1], 5)
+                    self.assertEqual(before[("warren_connections", ())], ("gauge", 1))
+                    self.assertGreaterEqual(before[("warren_channels", ())][1], 1)
+                    process = ("messaging_process_duration_seconds_count", labels[:1] + (("messaging_operation_name", "process"),) + labels[2:])
+                    self.assertEqual(before[process][1], 5)
+                    # Counters never go back.
+                    after = self.scrape(address)
+                    for k, (kind, v) in before.items():
+                        if kind == "counter":
+                            self.assertGreaterEqual(after[k][1], v, k)
+                finally:
+                    p.terminate()
+                    p.communicate(timeout=30)
+
+    def test_metrics_listen_errors(self):
+        r = warren("consume", "--queue", "q", "--metrics-listen", "nonsense")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.decode(), "warren: --metrics-listen: expected HOST:PORT (127.0.0.1:9464, [::1]:9464), not 'nonsense'\n")
+        import socket
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            r = warren("consume", "--queue", "q", "--metrics-listen", f"127.0.0.1:{port}")
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr.decode(),
+                             f"warren: --metrics-listen 127.0.0.1:{port}: cannot listen there (in use, or not this host's address)\n")
+
     # ---- topology
 
     def test_declare_bind_publish_through_an_exchange_and_delete(self):

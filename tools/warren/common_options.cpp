@@ -17,6 +17,9 @@ void add_common_options(CLI::App& command, Common& common) {
   command.add_option("--log-format", common.log_format, "event records as text or as JSON, one a line")
       ->check(CLI::IsMember({"text", "json"}))
       ->default_str("text");
+  command.add_option("--metrics-listen", common.metrics_listen,
+                     "serve the client's metrics at http://HOST:PORT/metrics (Prometheus text); port 0: any free port")
+      ->type_name("HOST:PORT");
 }
 
 }  // namespace warren::cli

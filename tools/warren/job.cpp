@@ -59,6 +59,17 @@ int Job::run() {
     return exit_usage;
   }
   records_ = make_record_log(common_.log_level, common_.log_format);
+  if (!common_.metrics_listen.empty()) {
+    metrics_ = std::make_shared<client::Metrics>();
+    auto endpoint = MetricsEndpoint::start(common_.metrics_listen, metrics_);
+    if (!endpoint) {
+      report("", endpoint.error().detail);
+      return endpoint.error().code == make_error_code(errc::invalid_argument) ? exit_usage : exit_failed;
+    }
+    metrics_endpoint_ = std::move(*endpoint);
+    // Where it is, for a scraper (and a script that asked for any free port).
+    std::fprintf(stderr, "warren: metrics at %s\n", metrics_endpoint_->address().c_str());
+  }
   runtime_ = make_runtime(common_.driver);
   if (!runtime_) {
     report("--driver", "expected uv or asio, not '" + common_.driver + "'");
@@ -87,6 +98,7 @@ void Job::connect_another(client::Callback<std::shared_ptr<client::Connection>> 
 
 void Job::connect_another(client::ClientOptions options, client::Callback<std::shared_ptr<client::Connection>> done) {
   if (!options.observer) options.observer = records_;
+  if (!options.metrics) options.metrics = metrics_;
   connect_from(0, std::make_shared<const client::ClientOptions>(std::move(options)),
                std::make_shared<decltype(done)>(std::move(done)));
 }

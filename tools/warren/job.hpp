@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "metrics_endpoint.hpp"
 #include "runtime.hpp"
 #include "warren/client/connection.hpp"
 
@@ -23,6 +24,7 @@ struct Common {
   std::string driver = "uv";
   std::string log_level = "off";   // the client's event records on stderr: debug, info, warning, error
   std::string log_format = "text";  // or json
+  std::string metrics_listen;       // HOST:PORT serving /metrics; empty: no metrics kept
 };
 
 // Exit codes: 0 done, 1 the work failed (broker said no, timeout, nack), 2 the command line
@@ -74,6 +76,8 @@ class Job {
   // The failure reported on stderr, without its "warren: " ("" while none was).
   [[nodiscard]] const std::string& failure_text() const noexcept { return failure_text_; }
   [[nodiscard]] client::Driver& driver() { return runtime_->driver(); }
+  // What --metrics-listen serves (null without it): a command's layers count there too.
+  [[nodiscard]] const std::shared_ptr<client::Metrics>& metrics() const noexcept { return metrics_; }
   // Opens one more connection to the same URLs (perf: one per producer and consumer).
   void connect_another(client::Callback<std::shared_ptr<client::Connection>> done);
   // The same with options of its own (e.g. a consumer's read batching), not options()'s.
@@ -94,6 +98,8 @@ class Job {
 
   Common common_;
   std::shared_ptr<client::Observer> records_;  // --log-level: every connection's records
+  std::shared_ptr<client::Metrics> metrics_;   // --metrics-listen: every connection's figures
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::vector<client::ConnectionUrl> urls_;
   std::unique_ptr<Runtime> runtime_;
   std::vector<std::shared_ptr<client::Connection>> connections_;

@@ -109,6 +109,9 @@ Outcome run(const Options& options) {
   // Not captured: to warren's standard error (before fd 2 becomes the error pipe).
   posix_spawn_file_actions_adddup2(&actions, options.capture_output ? out_w.fd : 2, 1);
   posix_spawn_file_actions_adddup2(&actions, err_w.fd, 2);
+  // And nothing else: warren's own descriptors are close-on-exec, but a library's may not be
+  // (cpp-httplib's sockets, for --metrics-listen, are not).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, defaults;
