@@ -29,6 +29,21 @@ FieldTable& FieldTable::set(std::string key, FieldValue value) {
 
 namespace {
 
+// Moves `in` past a scalar value whose tag was just read; false for a table, an array or a tag
+// that is no field type (the caller's to handle).
+bool skip_scalar(Reader& in, char tag) {
+  switch (tag) {
+    case 't': case 'b': case 'B': (void)in.u8(); return true;
+    case 's': case 'u': (void)in.u16(); return true;
+    case 'I': case 'i': case 'f': (void)in.u32(); return true;
+    case 'l': case 'd': case 'T': (void)in.u64(); return true;
+    case 'D': (void)in.u8(); (void)in.u32(); return true;
+    case 'S': case 'x': (void)in.longstr(); return true;
+    case 'V': return true;
+    default: return false;
+  }
+}
+
 // Decoding walks the bytes once; the same walker validates (Build=false) or builds owning
 // values (Build=true), so the two can never disagree about what a valid table is.
 struct Failure {
@@ -268,23 +283,11 @@ Result<void> validate_table_bounds(std::span<const std::byte> content) {
     }
     const auto tag = static_cast<char>(in.u8());
     std::optional<Level> nested;
-    switch (tag) {
-      case 't': case 'b': case 'B': (void)in.u8(); break;
-      case 's': case 'u': (void)in.u16(); break;
-      case 'I': case 'i': case 'f': (void)in.u32(); break;
-      case 'l': case 'd': case 'T': (void)in.u64(); break;
-      case 'D': (void)in.u8(); (void)in.u32(); break;
-      case 'S': case 'x': (void)in.longstr(); break;
-      case 'V': break;
-      case 'A':
-      case 'F': {
-        auto bytes = in.bytes(in.u32());
-        if (!in.failed()) nested = Level{Reader(bytes), tag == 'A'};
-        break;
-      }
-      default:
-        if (in.failed()) break;
-        return make_error(errc::unknown_field_type, "field value type tag is not one of " + std::string(field_type_tags));
+    if (tag == 'A' || tag == 'F') {
+      auto bytes = in.bytes(in.u32());
+      if (!in.failed()) nested = Level{Reader(bytes), tag == 'A'};
+    } else if (!skip_scalar(in, tag) && !in.failed()) {
+      return make_error(errc::unknown_field_type, "field value type tag is not one of " + std::string(field_type_tags));
     }
     if (in.failed()) return make_error(errc::malformed_payload, "field value runs past its table");
     if (nested) levels.push_back(*nested);  // `in` is not used after this: push_back may move it
@@ -315,9 +318,102 @@ void encode_table_content(Writer& out, const FieldTable& table) {
   }
 }
 
+std::optional<TableEntry> TableCursor::next() {
+  if (in_.failed() || in_.remaining() == 0) return std::nullopt;
+  const std::string_view key = in_.shortstr();
+  const std::byte* value_at = in_.position();
+  const auto tag = static_cast<char>(in_.u8());
+  if (tag == 'A' || tag == 'F') (void)in_.bytes(in_.u32());
+  else if (!skip_scalar(in_, tag)) return std::nullopt;
+  if (in_.failed()) return std::nullopt;
+  return TableEntry{key, std::span<const std::byte>(value_at, static_cast<std::size_t>(in_.position() - value_at))};
+}
+
+std::optional<std::string_view> find_long_string(std::span<const std::byte> content, std::string_view key) {
+  TableCursor cursor(content);
+  while (auto e = cursor.next()) {
+    if (e->key != key) continue;
+    if (e->value.empty() || static_cast<char>(e->value[0]) != 'S') return std::nullopt;
+    Reader in(e->value.subspan(1));
+    return in.longstr();
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+bool replaced(std::span<const StringEntry> entries, std::string_view key) {
+  for (const auto& e : entries)
+    if (e.key == key) return true;
+  return false;
+}
+
+}  // namespace
+
+Result<std::size_t> TableRef::encoded_size() const {
+  std::size_t n = 0;
+  if (owned_) {
+    if (replacing_.empty()) return encoded_table_size(*owned_);
+    FieldTable kept;  // only when a table of the application's meets a trace context
+    for (const auto& [k, v] : owned_->entries)
+      if (!replaced(replacing_, k)) kept.entries.emplace_back(k, v);
+    auto size = encoded_table_size(kept);
+    if (!size.ok()) return size;
+    n = *size;
+  } else {
+    if (replacing_.empty()) return encoded_.size();
+    TableCursor cursor(encoded_);
+    while (auto e = cursor.next())
+      if (!replaced(replacing_, e->key)) n += 1 + e->key.size() + e->value.size();
+  }
+  for (const auto& e : replacing_) {
+    if (e.value.empty()) continue;  // removes its key, writes nothing
+    if (e.key.size() > 255) return make_error(errc::string_too_long, "field table key is over 255 bytes");
+    n += 1 + e.key.size() + 1 + 4 + e.value.size();
+  }
+  if (n > std::numeric_limits<std::uint32_t>::max()) return make_error(errc::string_too_long, "field table over 4 GiB");
+  return n;
+}
+
+void TableRef::encode_content(Writer& out) const {
+  if (replacing_.empty()) {
+    if (owned_) encode_table_content(out, *owned_);
+    else out.bytes(encoded_);
+    return;
+  }
+  if (owned_) {
+    for (const auto& [key, v] : owned_->entries) {
+      if (replaced(replacing_, key)) continue;
+      out.u8(static_cast<std::uint8_t>(key.size()));
+      out.text(key);
+      encode_value(out, v);
+    }
+  } else {
+    TableCursor cursor(encoded_);
+    while (auto e = cursor.next()) {
+      if (replaced(replacing_, e->key)) continue;
+      out.u8(static_cast<std::uint8_t>(e->key.size()));
+      out.text(e->key);
+      out.bytes(e->value);
+    }
+  }
+  for (const auto& e : replacing_) {
+    if (e.value.empty()) continue;
+    out.u8(static_cast<std::uint8_t>(e.key.size()));
+    out.text(e.key);
+    out.u8(static_cast<std::uint8_t>('S'));
+    out.u32(static_cast<std::uint32_t>(e.value.size()));
+    out.text(e.value);
+  }
+}
+
 Result<FieldTable> TableRef::to_table() const {
-  if (owned_) return *owned_;
-  return decode_table(encoded_);
+  auto table = owned_ ? Result<FieldTable>(*owned_) : decode_table(encoded_);
+  if (!table.ok() || replacing_.empty()) return table;
+  std::erase_if(table->entries, [&](const FieldEntry& entry) { return replaced(replacing_, entry.key); });
+  for (const auto& e : replacing_)
+    if (!e.value.empty()) table->entries.emplace_back(std::string(e.key), FieldValue{std::string(e.value)});
+  return table;
 }
 
 bool same_table(const TableRef& a, const TableRef& b) {

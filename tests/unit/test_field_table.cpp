@@ -2,6 +2,7 @@
 // refusals (unknown tag, a length past the table, nesting too deep, a key too long).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -144,6 +145,64 @@ TEST(FieldTable, TableRefComparesEitherForm) {
   FieldTable other;
   other.set("k", std::string("w"));
   EXPECT_FALSE(same_table(TableRef(other), TableRef::validated(bytes)));
+}
+
+
+// Issue 24, trace context on the wire: a TableRef writes string entries after its own, in place
+// of any of the same keys, from either form of table; an empty value removes its key.
+std::vector<std::byte> encode_ref(const TableRef& ref) {
+  auto size = ref.encoded_size();
+  EXPECT_TRUE(size.ok());
+  std::vector<std::byte> out(*size);
+  Writer w(out.data());
+  ref.encode_content(w);
+  EXPECT_EQ(static_cast<std::size_t>(w.position() - out.data()), out.size());
+  return out;
+}
+
+TEST(FieldTable, ReplacingWritesItsEntriesInPlaceOfTheTablesOwnFromEitherForm) {
+  FieldTable t;
+  t.set("traceparent", std::string("00-old"));
+  t.set("n", std::int32_t{7});
+  t.set("nested", FieldTable{{"traceparent", "inner, kept"}});
+  t.set("tracestate", std::string("old=1"));
+  const auto bytes = encode(t);
+  const std::array<StringEntry, 2> trace{StringEntry{"traceparent", "00-new"}, StringEntry{"tracestate", ""}};
+  FieldTable expected;
+  expected.set("n", std::int32_t{7});
+  expected.set("nested", FieldTable{{"traceparent", "inner, kept"}});
+  expected.set("traceparent", std::string("00-new"));
+  for (const TableRef& base : {TableRef(t), TableRef::validated(bytes)}) {
+    const TableRef ref = base.replacing(trace);
+    const auto written = encode_ref(ref);
+    auto decoded = decode_table(written);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().to_string();
+    EXPECT_EQ(*decoded, expected) << to_string(*decoded);
+    auto viewed = ref.to_table();
+    ASSERT_TRUE(viewed.ok());
+    EXPECT_EQ(*viewed, expected);
+  }
+  // No table of its own: the entries alone.
+  const auto alone = decode_table(encode_ref(TableRef().replacing(trace)));
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(*alone, (FieldTable{{"traceparent", "00-new"}}));
+  EXPECT_FALSE(TableRef().replacing(trace).empty());
+}
+
+TEST(FieldTable, ALongStringIsFoundByKeyAmongTopLevelEntriesOnly) {
+  FieldTable t;
+  t.set("nested", FieldTable{{"traceparent", "inner"}});
+  t.set("list", FieldArray{std::string("a"), std::int64_t{1}});
+  t.set("count", std::int64_t{3});
+  t.set("traceparent", std::string("00-outer"));
+  const auto bytes = encode(t);
+  EXPECT_EQ(find_long_string(bytes, "traceparent"), "00-outer");
+  EXPECT_EQ(find_long_string(bytes, "count"), std::nullopt) << "not a long string";
+  EXPECT_EQ(find_long_string(bytes, "missing"), std::nullopt);
+  std::vector<std::string> keys;
+  TableCursor cursor(bytes);
+  while (auto e = cursor.next()) keys.emplace_back(e->key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"nested", "list", "count", "traceparent"}));
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "warren/result.hpp"
 #include "warren/wire/byte_io.hpp"
@@ -27,6 +29,35 @@ namespace warren::wire {
 [[nodiscard]] Result<std::size_t> encoded_table_size(const FieldTable& table);
 void encode_table_content(Writer& out, const FieldTable& table);
 
+// One top-level entry of a table's bytes: its key, and its value's bytes, type tag first.
+struct TableEntry {
+  std::string_view key;
+  std::span<const std::byte> value;
+};
+
+// Walks a table's top-level entries without decoding their values (a nested table or array is
+// stepped over whole). For bytes validated already; on bytes that stop making sense it stops.
+class TableCursor {
+ public:
+  explicit TableCursor(std::span<const std::byte> content) noexcept : in_(content) {}
+  [[nodiscard]] std::optional<TableEntry> next();
+
+ private:
+  Reader in_;
+};
+
+// The value of `key` if it is a long string ('S'), from a table's bytes, decoding nothing else:
+// how a delivery's trace context is read without decoding its headers.
+[[nodiscard]] std::optional<std::string_view> find_long_string(std::span<const std::byte> content, std::string_view key);
+
+// A long-string entry a TableRef writes after the table's own entries, in place of any entry
+// of the same key: a message's trace context (traceparent, tracestate) on its headers. An
+// empty value writes nothing and still removes the key (a new trace drops an old tracestate).
+struct StringEntry {
+  std::string_view key;
+  std::string_view value;
+};
+
 class TableRef {
  public:
   TableRef() = default;
@@ -41,25 +72,28 @@ class TableRef {
   }
 
   [[nodiscard]] bool empty() const noexcept {
-    return owned_ ? owned_->empty() : encoded_.empty();
+    return (owned_ ? owned_->empty() : encoded_.empty()) && replacing_.empty();
+  }
+  // This table with `entries` written after its own, in place of its entries of the same keys
+  // (they are skipped). The entries are viewed: they must outlive every use of the result (a
+  // publish encodes before it returns).
+  [[nodiscard]] TableRef replacing(std::span<const StringEntry> entries) const noexcept {
+    TableRef ref = *this;
+    ref.replacing_ = entries;
+    return ref;
   }
   [[nodiscard]] const FieldTable* owned() const noexcept { return owned_; }
   [[nodiscard]] std::span<const std::byte> encoded() const noexcept { return encoded_; }
   [[nodiscard]] Result<FieldTable> to_table() const;
 
   // Content size for the encoder (the table was checked when its size was first asked for).
-  [[nodiscard]] Result<std::size_t> encoded_size() const {
-    if (owned_) return encoded_table_size(*owned_);
-    return encoded_.size();
-  }
-  void encode_content(Writer& out) const {
-    if (owned_) encode_table_content(out, *owned_);
-    else out.bytes(encoded_);
-  }
+  [[nodiscard]] Result<std::size_t> encoded_size() const;
+  void encode_content(Writer& out) const;
 
  private:
   std::span<const std::byte> encoded_;
   const FieldTable* owned_ = nullptr;
+  std::span<const StringEntry> replacing_{};
 };
 
 // Compares what the tables say, whichever form they are in.
