@@ -3,6 +3,7 @@
 #include "warren/client/channel.hpp"
 
 #include "channel_core.hpp"
+#include "traced_properties.hpp"
 
 namespace warren::client {
 
@@ -215,14 +216,16 @@ void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutco
   Connection::Settled settled;
   if (done)
     settled = [done = std::move(done)](engine::PublishOutcome o, const Error& cause) { done(outcome_result(o, cause)); };
-  c->publish(core_->id, to_wire(p), p.properties, body, std::move(settled), engine::PublishOptions{.timeout = p.timeout});
+  const detail::TracedProperties properties(p);
+  c->publish(core_->id, to_wire(p), properties.get(), body, std::move(settled), engine::PublishOptions{.timeout = p.timeout});
 }
 
 Result<engine::PublishId> Channel::publish(const Publish& p, Body body) const {
   if (!core_) return make_error(errc::invalid_argument, "an empty channel handle");
   auto c = core_->live();
   if (!c) return core_->gone();
-  return c->publish(core_->id, to_wire(p), p.properties, body, engine::PublishOptions{.timeout = p.timeout});
+  const detail::TracedProperties properties(p);
+  return c->publish(core_->id, to_wire(p), properties.get(), body, engine::PublishOptions{.timeout = p.timeout});
 }
 
 void Channel::consume(ConsumeOptions o, std::function<void(const Delivery&)> on_delivery, Callback<Consumer> done) const {

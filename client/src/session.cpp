@@ -46,11 +46,15 @@ struct RecoveringChannel::Waiting {
   std::deque<std::string> strings;  // the properties' text
   wire::FieldTable headers;
   wire::BasicProperties properties;
+  TraceContext trace;      // its tracestate views `tracestate`
+  std::string tracestate;
   std::shared_ptr<struct RecoveringChannel::Tracked> tracked;
 
   Waiting(const Publish& p, std::span<const std::byte> b)
       : exchange(p.exchange), routing_key(p.routing_key),
-        body(reinterpret_cast<const char*>(b.data()), b.size()), mandatory(p.mandatory), properties(p.properties) {
+        body(reinterpret_cast<const char*>(b.data()), b.size()), mandatory(p.mandatory), properties(p.properties),
+        trace(p.trace), tracestate(p.trace.tracestate) {
+    trace.tracestate = tracestate;
     auto own = [&](std::optional<std::string_view>& field) {
       if (field) field = strings.emplace_back(*field);
     };
@@ -71,7 +75,7 @@ struct RecoveringChannel::Waiting {
     }
   }
   [[nodiscard]] Publish view() const {
-    return Publish{.exchange = exchange, .routing_key = routing_key, .mandatory = mandatory, .properties = properties};
+    return Publish{.exchange = exchange, .routing_key = routing_key, .mandatory = mandatory, .properties = properties, .trace = trace};
   }
 };
 

@@ -468,11 +468,10 @@ class FakeBroker {
     }
     send(channel, wire::BasicAck{seq, false});
   }
-  void deliver_to(const std::string& tag, ModelConsumer& c, BrokerWorld::Message m,
-                  std::optional<std::uint64_t> stream_offset = std::nullopt) {
-    auto& ch = channels_[c.channel];
-    const std::uint64_t dtag = ++ch.next_delivery_tag;
-    ++config_.world->delivered[tag];
+  // A stored message's properties as the broker hands them out, with what it adds on the way:
+  // a quorum queue's count, a stream's offset. `added` holds the headers they point at.
+  static wire::BasicProperties stored_properties(const BrokerWorld::Message& m, std::optional<wire::FieldTable>& added,
+                                                 std::optional<std::uint64_t> stream_offset) {
     wire::BasicProperties p;
     if (!m.correlation_id.empty()) p.correlation_id = m.correlation_id;
     if (!m.reply_to.empty()) p.reply_to = m.reply_to;
@@ -480,8 +479,7 @@ class FakeBroker {
     if (!m.user_id.empty()) p.user_id = m.user_id;
     if (!m.type.empty()) p.type = m.type;
     p.delivery_mode = m.delivery_mode;
-    // What the broker adds on the way out: a quorum queue's count, a stream's offset.
-    std::optional<wire::FieldTable> added = m.table;
+    added = m.table;
     if (m.delivery_count > 0 || stream_offset) {
       if (!added && m.headers.empty()) added.emplace();
       if (added && m.delivery_count > 0) added->set("x-delivery-count", static_cast<std::int64_t>(m.delivery_count));
@@ -489,6 +487,15 @@ class FakeBroker {
     }
     if (added) p.headers = wire::TableRef(*added);
     else if (!m.headers.empty()) p.headers = wire::TableRef::validated(m.headers);
+    return p;
+  }
+  void deliver_to(const std::string& tag, ModelConsumer& c, BrokerWorld::Message m,
+                  std::optional<std::uint64_t> stream_offset = std::nullopt) {
+    auto& ch = channels_[c.channel];
+    const std::uint64_t dtag = ++ch.next_delivery_tag;
+    ++config_.world->delivered[tag];
+    std::optional<wire::FieldTable> added;
+    const wire::BasicProperties p = stored_properties(m, added, stream_offset);
     const std::string routing_key = m.routing_key;
     (void)wire::write_content(out_, c.channel, wire::BasicDeliver{tag, dtag, m.redelivered, "", routing_key.empty() ? c.queue : routing_key},
                               p, std::as_bytes(std::span{m.body.data(), m.body.size()}), frame_max_);
@@ -772,8 +779,8 @@ class FakeBroker {
       auto msg = std::move(q->second.front());
       q->second.pop_front();
       const std::uint64_t dtag = ++ch.next_delivery_tag;
-      wire::BasicProperties p;
-      if (!msg.correlation_id.empty()) p.correlation_id = msg.correlation_id;
+      std::optional<wire::FieldTable> added;
+      const wire::BasicProperties p = stored_properties(msg, added, std::nullopt);
       (void)wire::write_content(out_, chn,
                                 wire::BasicGetOk{dtag, msg.redelivered, "", queue, static_cast<std::uint32_t>(q->second.size())},
                                 p, std::as_bytes(std::span{msg.body.data(), msg.body.size()}), frame_max_);

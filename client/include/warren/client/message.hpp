@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "warren/client/trace_context.hpp"
 #include "warren/engine/events.hpp"
 #include "warren/result.hpp"
 #include "warren/wire/field_value.hpp"
@@ -78,6 +79,9 @@ class Delivery {
   }
   // The engine's view of the same message (what the codec-level tools print).
   [[nodiscard]] const engine::Message& raw() const noexcept { return *m_; }
+  // The W3C trace context its headers carried (traceparent, and tracestate viewed in them),
+  // read without decoding the other headers; nothing when it carried none or a malformed one.
+  [[nodiscard]] std::optional<TraceContext> trace() const noexcept;
 
   // Once per view: a second settle of the same view (a layer and its callback both acking,
   // say) fails with invalid_argument and sends nothing, where the broker would close the
@@ -132,6 +136,8 @@ class Message {
   }
   // The headers decoded into an owning table (empty when there are none).
   [[nodiscard]] Result<wire::FieldTable> headers() const;
+  // As Delivery::trace; the tracestate views this message.
+  [[nodiscard]] std::optional<TraceContext> trace() const noexcept;
   // The view the rest of the client takes (engine::Message), pointing into this message.
   [[nodiscard]] engine::Message view() const noexcept;
   [[nodiscard]] bool settled() const noexcept { return d_ && d_->settled; }

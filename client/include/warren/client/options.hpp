@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "warren/client/arguments.hpp"
+#include "warren/client/trace_context.hpp"
 #include "warren/engine/types.hpp"
 #include "warren/result.hpp"
 #include "warren/wire/field_value.hpp"
@@ -130,6 +131,9 @@ struct Publish {
   Properties properties{};  // {.content_type = "application/json", .delivery_mode = 2, ...}
   // This publish's one deadline (wait while blocked, write, confirm). Unset: the channel's.
   std::optional<engine::Duration> timeout{};
+  // Written into its headers as traceparent and tracestate (trace_context.hpp), in place of
+  // any there; none (the default): the headers go as they are.
+  TraceContext trace{};
 };
 
 // delivery_mode values, by name.

@@ -40,7 +40,7 @@ class OwnedPublish {
       status_ = std::move(header_size).error();
       return;
     }
-    storage_.resize(p.exchange.size() + p.routing_key.size() + *header_size + body.size());
+    storage_.resize(p.exchange.size() + p.routing_key.size() + p.trace.tracestate.size() + *header_size + body.size());
     std::byte* out = storage_.data();
     auto put = [&out](std::span<const std::byte> bytes) {
       if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
@@ -55,6 +55,7 @@ class OwnedPublish {
     publish_ = p;
     publish_.exchange = put_text(p.exchange);
     publish_.routing_key = put_text(p.routing_key);
+    publish_.trace.tracestate = put_text(p.trace.tracestate);
     wire::Writer w(out);
     wire::encode_content_header(w, body.size(), p.properties);
     wire::ContentHeader decoded;
