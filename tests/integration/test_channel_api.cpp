@@ -437,5 +437,40 @@ TEST_P(ChannelApi, a_channel_opened_in_the_close_callback_of_another_stays_open)
 
 INSTANTIATE_TEST_SUITE_P(Drivers, ChannelApi, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
 
+
+// Issue 24, traces, through the real broker: the context a publish carries is a traceparent
+// and a tracestate long-string header as pika (an independent peer) reads them, beside the
+// application's own headers, and warren reads it back from a delivery.
+TEST_P(ChannelApi, a_publishs_trace_context_crosses_the_broker_as_headers_a_peer_reads) {
+  auto ch = open();
+  const auto q = temp_queue(ch, {.auto_delete = false});
+  ASSERT_TRUE(wait<void>([&](auto d) { ch.confirm_select(d); }).ok());
+  const auto sent = TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "congo=t61rcWkgMzE").value();
+  FieldTable headers{{"x-app", "kept"}, {"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}};
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(confirm_publish(ch, {.routing_key = q, .properties = {.headers = headers}, .trace = sent}, as_bytes("traced")),
+              "confirmed");
+  auto got = wait<std::optional<Message>>([&](auto d) { ch.get({.queue = q, .auto_ack = true}, d); });
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->trace(), sent);
+  // pika takes the other one and prints its headers.
+  const std::string script =
+      "import pika, json, sys\n"
+      "c = pika.BlockingConnection(pika.ConnectionParameters('127.0.0.1', int(sys.argv[1])))\n"
+      "m, p, b = c.channel().basic_get(sys.argv[2], auto_ack=True)\n"
+      "print(json.dumps({k: (v.decode() if isinstance(v, bytes) else v) for k, v in p.headers.items()}, sort_keys=True))\n";
+  const std::string command = "/usr/bin/python3 -c \"" + script + "\" " + std::to_string(broker_port()) + " " + q;
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    ::pclose(p);
+  }
+  EXPECT_EQ(out,
+            "{\"traceparent\": \"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\", \"tracestate\": "
+            "\"congo=t61rcWkgMzE\", \"x-app\": \"kept\"}\n");
+  (void)wait<std::uint32_t>([&](auto d) { ch.queue_delete({.queue = q}, d); });
+}
+
 }  // namespace
 }  // namespace warren::test
