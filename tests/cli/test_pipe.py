@@ -141,6 +141,22 @@ class Pipe(unittest.TestCase):
                     self.assertEqual(props.delivery_mode, 2)
                 self.assertEqual(counts(dlq), (0, 0))
 
+    def test_the_output_continues_the_inputs_trace_and_the_command_runs_in_the_stages_span(self):
+        # Issue 24: the output's traceparent is a child of the input's (the same trace, a new
+        # span), not a copy; the command gets that span as TRACEPARENT, and TRACESTATE.
+        src, out = self.queue(), self.queue()
+        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        self.put(src, b"x", headers={"traceparent": parent, "tracestate": "congo=t61rcWkgMzE"})
+        self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", 'printf "%s %s" "$TRACEPARENT" "$TRACESTATE"',
+                     "--dead-letter-exchange", "", "--dead-letter-routing-key", out, "--count", "1", "--timeout", "30"))
+        (props, body), = self.take_all(out)
+        text = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731 (pika's type for a long string varies)
+        traceparent = text(props.headers["traceparent"])
+        self.assertRegex(traceparent, r"^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$")
+        self.assertNotEqual(traceparent, parent)
+        self.assertEqual(text(props.headers["tracestate"]), "congo=t61rcWkgMzE")
+        self.assertEqual(body.decode(), f"{traceparent} congo=t61rcWkgMzE")
+
     def test_a_failing_exec_is_dead_lettered_with_its_envelope(self):
         src, out, dlq = self.queue(), self.queue(), self.queue()
         self.put(src, b"good one", headers={"tenant": 7})

@@ -226,6 +226,29 @@ class Work(unittest.TestCase):
         with open(out_file) as f:
             self.assertEqual(f.read(), f"the body\n1 {message_id}\nthe body\n2 {message_id}\n")
 
+    def test_the_command_runs_in_a_span_under_the_items_trace_context(self):
+        # Issue 24: TRACEPARENT (a child of the item's context: the same trace, a new span) and
+        # TRACESTATE in the command's environment, the carrier convention for processes.
+        q = "trace"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "declares the queue"))
+        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        self.channel.confirm_delivery()
+        self.channel.basic_publish("", f"{self.prefix}.{q}", b"traced",
+                                   pika.BasicProperties(message_id="m-traced", delivery_mode=2,
+                                                        headers={"traceparent": parent, "tracestate": "congo=t61rcWkgMzE"}),
+                                   mandatory=True)
+        out_file = f"/tmp/{self.prefix}.trace"
+        self.addCleanup(lambda: os.path.exists(out_file) and os.remove(out_file))
+        cmd = f'echo "$(cat) ${{TRACEPARENT:-none}} ${{TRACESTATE:-none}}" >> {out_file}'
+        self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", cmd, "--count", "2", "--timeout", "20"))
+        with open(out_file) as f:
+            lines = sorted(f.read().splitlines())
+        self.assertEqual(lines[0], "declares the queue none none")
+        body, traceparent, tracestate = lines[1].split(" ")
+        self.assertEqual((body, tracestate), ("traced", "congo=t61rcWkgMzE"))
+        self.assertRegex(traceparent, r"^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$")
+        self.assertNotEqual(traceparent, parent, "a span of its own, not the producer's")
+
     def test_the_command_inherits_no_descriptor_but_its_standard_three(self):
         # Every descriptor warren opens (sockets, timers, pipes, on both drivers) is
         # close-on-exec: a command never holds warren's authenticated broker connection.

@@ -690,6 +690,42 @@ TEST_P(PipelineSuite, ARefusedDeadLetterRequeuesAfterTheRequeueDelay) {
   (void)wait<void>([&](auto done) { ch.exchange_delete({.name = nowhere}, done); });
 }
 
+// Issue 24, traces: a stage's output is a child of its input's context, not a copy of its
+// header: the same trace, a new span (which a stage sees in its record's traceparent), the
+// tracestate kept. A record that came without one goes on without one.
+TEST_P(PipelineSuite, AStagesOutputCarriesAChildOfItsInputsTraceContext) {
+  const auto src = queue("src"), out = queue("out");
+  confirm_mode();
+  const std::string input = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  put(src, "traced", {.headers = wire::FieldTable{{"traceparent", input}, {"tracestate", "congo=t61rcWkgMzE"}, {"k", "v"}}});
+  put(src, "untraced", {});
+  std::vector<std::string> seen;  // what each stage saw as its record's traceparent
+  auto p = start({.core = {.name = "trace"}, .source = {.queue = src},
+                  .destination = pipeline::DestinationOptions{.exchange = "", .routing_key = out}},
+                 {Stage::sync([&](Record& r) {
+                   const auto* tp = r.headers.find("traceparent");
+                   seen.push_back(tp ? std::get<std::string>(tp->value) : "");
+                   return pipeline::Verdict::next;
+                 })});
+  ASSERT_TRUE(loop.run_until([&] { return settled(*p, 2); }));
+  ASSERT_EQ(counts_become(out, {2, 0}), (Counts{2, 0}));
+  auto traced = get(out);
+  ASSERT_TRUE(traced);
+  const auto in = client::TraceContext::parse(input).value();
+  const auto got = traced->trace();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->trace_id, in.trace_id);
+  EXPECT_NE(got->span_id, in.span_id) << "a child, not a copy";
+  EXPECT_EQ(got->tracestate, "congo=t61rcWkgMzE");
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], got->traceparent()) << "the stage ran in the span its output names as parent";
+  EXPECT_EQ(*traced->headers()->find("k"), wire::FieldValue("v"));
+  auto untraced = get(out);
+  ASSERT_TRUE(untraced);
+  EXPECT_EQ(untraced->trace(), std::nullopt);
+  EXPECT_EQ(seen[1], "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PipelineSuite, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);
 
 }  // namespace

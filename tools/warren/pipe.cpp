@@ -47,6 +47,21 @@ struct PipeArgs {
 constexpr auto drain_deadline = std::chrono::seconds(30);
 constexpr const char* pipeline_name = "warren pipe";
 
+// The stage's span (the pipeline made the record's traceparent a child of its input's) handed
+// to the command as TRACEPARENT and TRACESTATE, the carrier convention for processes.
+std::vector<std::pair<std::string, std::string>> trace_environment(const pipeline::Record& r) {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const char* key : {"traceparent", "tracestate"}) {
+    const auto* v = r.headers.find(key);
+    if (const auto* text = v ? std::get_if<std::string>(&v->value) : nullptr) {
+      std::string name(key);
+      for (auto& c : name) c = static_cast<char>(c - 'a' + 'A');
+      env.emplace_back(std::move(name), *text);
+    }
+  }
+  return env;
+}
+
 class PipeJob final : public Job {
  public:
   explicit PipeJob(std::shared_ptr<PipeArgs> args)
@@ -181,7 +196,7 @@ class PipeJob final : public Job {
     std::vector<pipeline::Stage> stages{
         pipeline::Stage::offload(workers_, [&drv](std::function<void()> fn) { drv.post(std::move(fn)); },
                                  [command](pipeline::Record& r) {
-                                   r.body = run_shell(command, r.body);
+                                   r.body = run_shell(command, r.body, trace_environment(r));
                                    return pipeline::Verdict::next;
                                  })};
     o.on_outcome = [this](const pipeline::Record&, const pipeline::Finished&) {

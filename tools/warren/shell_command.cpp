@@ -9,8 +9,9 @@ constexpr std::size_t stderr_kept_bytes = 500;  // of the last line, in the reco
 
 }  // namespace
 
-std::string run_shell(const std::string& command, std::string_view input) {
-  auto outcome = shell::run({.command = command, .input = input, .capture_output = true});
+std::string run_shell(const std::string& command, std::string_view input,
+                      std::vector<std::pair<std::string, std::string>> environment) {
+  auto outcome = shell::run({.command = command, .input = input, .environment = std::move(environment), .capture_output = true});
   if (!outcome.failure.empty()) throw CommandFailed(outcome.failure);
   if (outcome.signal == 0 && outcome.exit_status == 0) return std::move(outcome.output);
   std::string tail = std::move(outcome.last_error_line);

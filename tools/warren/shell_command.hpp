@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace warren::cli {
 
@@ -15,7 +17,9 @@ struct CommandFailed : std::runtime_error {
 };
 
 // The command's standard output; throws CommandFailed ("exit 3: <the end of its stderr>").
-[[nodiscard]] std::string run_shell(const std::string& command, std::string_view input);
+// `environment` is added to warren's own.
+[[nodiscard]] std::string run_shell(const std::string& command, std::string_view input,
+                                    std::vector<std::pair<std::string, std::string>> environment = {});
 
 // Kills (SIGKILL) every command still running, with what it started (each runs in a process
 // group of its own): a run that fails does not wait for them.

@@ -172,6 +172,12 @@ class RunJob final : public WorkJob {
     auto shared = std::make_shared<messaging::WorkItem>(std::move(item));
     std::vector<std::pair<std::string, std::string>> env{{"WARREN_ATTEMPT", std::to_string(shared->attempt())},
                                                          {"WARREN_MESSAGE_ID", std::string(shared->message_id())}};
+    // The command's work is a span under the context the item carried (the carrier convention
+    // for processes: TRACEPARENT and TRACESTATE in its environment).
+    if (const auto trace = shared->message().trace()) {
+      env.emplace_back("TRACEPARENT", trace->child().traceparent());
+      if (!trace->tracestate.empty()) env.emplace_back("TRACESTATE", std::string(trace->tracestate));
+    }
     std::string body(shared->body());
     auto& d = driver();
     {
