@@ -249,6 +249,24 @@ class Work(unittest.TestCase):
         self.assertRegex(traceparent, r"^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$")
         self.assertNotEqual(traceparent, parent, "a span of its own, not the producer's")
 
+    def test_a_retried_then_dead_lettered_item_keeps_its_trace_context(self):
+        q = "trace-dlq"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "untraced"))
+        self.channel.queue_purge(f"{self.prefix}.{q}")
+        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        self.channel.confirm_delivery()
+        self.channel.basic_publish("", f"{self.prefix}.{q}", b"traced",
+                                   pika.BasicProperties(message_id="m-traced", delivery_mode=2,
+                                                        headers={"traceparent": parent, "tracestate": "k=v"}),
+                                   mandatory=True)
+        out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", "exit 3", "--attempts", "2",
+                             *FAST, "--count", "1", "--timeout", "30"))
+        self.assertEqual(self.lines(out), [("retry", "attempt=1"), ("dead-letter", "attempt=2")])
+        method, props, body = self.channel.basic_get(f"{self.prefix}.{q}.dlq", auto_ack=True)
+        self.assertEqual(body, b"traced")
+        text = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+        self.assertEqual((text(props.headers["traceparent"]), text(props.headers["tracestate"])), (parent, "k=v"))
+
     def test_the_command_inherits_no_descriptor_but_its_standard_three(self):
         # Every descriptor warren opens (sockets, timers, pipes, on both drivers) is
         # close-on-exec: a command never holds warren's authenticated broker connection.
