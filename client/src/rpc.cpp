@@ -106,7 +106,8 @@ void RpcClient::call(const RpcCall& call, Body body, Callback<Message> done) {
   }
   const std::uint64_t id = ++next_id_;
   const std::string correlation_id = id_prefix_ + std::to_string(id);
-  Publish p{.exchange = call.exchange, .routing_key = call.routing_key, .mandatory = true, .properties = call.properties};
+  Publish p{.exchange = call.exchange, .routing_key = call.routing_key, .mandatory = true, .properties = call.properties,
+            .trace = call.trace};
   p.properties.reply_to = direct_reply_to;
   p.properties.correlation_id = correlation_id;
   std::optional<OwnedPublish> unsent;
@@ -229,8 +230,12 @@ void RpcServer::on_request(const Delivery& request) {
     return;
   }
   std::string answer = handler_(request);
+  // The reply continues the request's trace in a span of the server's (a child, not a copy).
+  const auto trace = request.trace();
   // The ack follows the answer on the same channel, so the broker sees the answer first.
-  (void)channel_.publish({.routing_key = *reply_to, .properties = {.correlation_id = request.properties().correlation_id}},
+  (void)channel_.publish({.routing_key = *reply_to,
+                          .properties = {.correlation_id = request.properties().correlation_id},
+                          .trace = trace ? trace->child() : TraceContext{}},
                          as_bytes(answer));
   (void)request.ack();
   ++answered_;

@@ -56,6 +56,34 @@ TEST_P(RpcSuite, a_thousand_concurrent_calls_on_one_channel_each_get_their_own_r
   EXPECT_EQ(rpc->dropped_replies(), 0u);
 }
 
+// Issue 24: a call carries its trace context, and the reply continues the trace: a child of
+// the request's (the server's span), not a copy of it.
+TEST_P(RpcSuite, a_reply_continues_the_requests_trace) {
+  const std::string requests = server_queue();
+  std::optional<client::TraceContext> seen;
+  std::optional<std::string> serving;
+  auto server = client::RpcServer::start(
+      open(), requests,
+      [&](const client::Delivery& m) {
+        seen = m.trace();
+        return std::string("traced");
+      },
+      [&](Result<void> r) { serving = r ? "ok" : r.error().to_string(); });
+  ASSERT_TRUE(loop.run_until([&] { return serving.has_value(); }));
+  ASSERT_EQ(*serving, "ok");
+  auto rpc = start_client(open());
+  const auto sent = client::TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").value();
+  std::optional<Result<client::Message>> reply;
+  rpc->call({.routing_key = requests, .timeout = 10s, .trace = sent}, text("x"), [&](Result<client::Message> r) { reply = std::move(r); });
+  ASSERT_TRUE(loop.run_until([&] { return reply.has_value(); }));
+  ASSERT_TRUE(reply->ok()) << reply->error().to_string();
+  EXPECT_EQ(seen, sent) << "the request carried the caller's context";
+  const auto back = (*reply)->trace();
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->trace_id, sent.trace_id);
+  EXPECT_NE(back->span_id, sent.span_id);
+}
+
 TEST_P(RpcSuite, stray_and_duplicate_replies_are_dropped) {
   const std::string requests = server_queue();
   // A server that first answers with an id nobody asked for, then answers twice.

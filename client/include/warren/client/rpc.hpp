@@ -40,6 +40,9 @@ struct RpcCall {
   // The whole call's deadline. Unset: as long as any request on the client's channel may take
   // (Channel::timeout: its set_timeout, else the connection's request_timeout).
   std::optional<engine::Duration> timeout{};
+  // The caller's trace context, written into the request's headers (as Publish::trace); the
+  // server's reply continues it.
+  TraceContext trace{};
 };
 
 class RpcClient : public std::enable_shared_from_this<RpcClient> {
