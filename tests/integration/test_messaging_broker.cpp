@@ -207,7 +207,7 @@ TEST_P(MessagingBroker, release_does_not_count_and_the_last_attempt_goes_to_the_
 
 // Issue 24: the layer's retries and dead-letters are records for Options::observer, named in
 // the one scheme (docs/observability.md), beside the work queue's own outcome.
-TEST_P(MessagingBroker, retries_and_dead_letters_reach_the_layers_observer) {
+TEST_P(MessagingBroker, retries_and_dead_letters_reach_the_layers_observer_and_are_counted) {
   struct Records : client::Observer {
     std::vector<std::string> lines;
     void on_record(const client::Record& r) override {
@@ -215,7 +215,8 @@ TEST_P(MessagingBroker, retries_and_dead_letters_reach_the_layers_observer) {
     }
   };
   auto records = std::make_shared<Records>();
-  auto m = layer(nullptr, {.observer = records});
+  auto metrics = std::make_shared<client::Metrics>();
+  auto m = layer(nullptr, {.observer = records, .metrics = metrics});
   auto q = work(m, {.name = "observed", .attempts = 2, .backoff = {.base = 100ms, .max = 100ms}});
   put(q, "fails twice", "id-observed");
   bool dead = false;
@@ -240,6 +241,11 @@ TEST_P(MessagingBroker, retries_and_dead_letters_reach_the_layers_observer) {
             (std::vector<std::string>{"work.retried info " + q->queue() + ": attempt 2 in " +
                                           std::to_string(delays[0].count()) + " ms",
                                       "work.dead_lettered warning " + q->queue() + ": attempts exhausted"}));
+  // And counted, by work queue (issue 24, metrics).
+  const auto snap = metrics->snapshot();
+  const client::MetricLabels this_queue{{"messaging.destination.name", q->queue()}};
+  EXPECT_EQ(snap.total("warren.work.retries", this_queue), 1);
+  EXPECT_EQ(snap.total("warren.work.dead_letters", this_queue), 1);
   worker->cancel(nullptr);
   drop_work_queue(*q);
 }

@@ -78,6 +78,8 @@ class Job {
   [[nodiscard]] client::Driver& driver() { return runtime_->driver(); }
   // What --metrics-listen serves (null without it): a command's layers count there too.
   [[nodiscard]] const std::shared_ptr<client::Metrics>& metrics() const noexcept { return metrics_; }
+  // What --log-level prints to (null when off): a command's layers report there too.
+  [[nodiscard]] const std::shared_ptr<client::Observer>& records() const noexcept { return records_; }
   // Opens one more connection to the same URLs (perf: one per producer and consumer).
   void connect_another(client::Callback<std::shared_ptr<client::Connection>> done);
   // The same with options of its own (e.g. a consumer's read batching), not options()'s.

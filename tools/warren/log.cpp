@@ -41,7 +41,8 @@ class LogJob : public Job {
     auto on_event = [this](const messaging::Event& e) {
       if (e.what == "consumer.closed" && !failed()) fail("log read " + e.subject, e.cause);
     };
-    auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix, .on_event = on_event});
+    auto layer = messaging::Messaging::create(
+        conn_, {.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()});
     if (!layer) return layer.error();
     layer_ = *layer;
     auto l = messaging::Log::create(layer_, {.name = args_->log, .on_gap = [this](const messaging::Gap& g) {

@@ -54,7 +54,8 @@ class WorkJob : public Job {
     auto on_event = [](const messaging::Event& e) {
       if (e.what == "retry-levels") std::cerr << "warren: retry levels of " << e.subject << ": " << describe(e.cause) << '\n';
     };
-    auto layer = messaging::Messaging::create(conn_, {.prefix = args_->prefix, .on_event = on_event});
+    auto layer = messaging::Messaging::create(
+        conn_, {.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()});
     if (!layer) return layer.error();
     layer_ = *layer;
     auto q = messaging::WorkQueue::create(

@@ -29,6 +29,11 @@ std::int64_t delivery_count(const client::Message& m) {
 
 bool warren_header(std::string_view key) { return key.starts_with("x-warren-"); }
 
+constexpr client::MetricDescription retries_metric{"warren.work.retries", "{message}",
+                                                   "Work items retried: republished to a delay level and confirmed, by work queue"};
+constexpr client::MetricDescription dead_letters_metric{"warren.work.dead_letters", "{message}",
+                                                        "Work items dead-lettered, confirmed, by work queue"};
+
 // Declares each queue and binds it to `exchange` under its own name, one after another.
 void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::Kept<client::QueueDeclareOptions>>> all, std::string exchange,
                  std::size_t i, client::Callback<void> done) {
@@ -130,6 +135,7 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
                     [original, delay, done, queue = queue_, attempt = attempt_](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
                       if (auto acked = original->ack(); !acked) return done(acked.error());
+                      queue->layer()->count(retries_metric, queue->queue());
                       queue->layer()->observe("work.retried", client::Level::info,
                                               queue->queue() + ": attempt " + std::to_string(attempt + 1) + " in " +
                                                   std::to_string(delay.count()) + " ms");
@@ -161,6 +167,7 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
   queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error, only_ours,
                     [original, done, queue = queue_, subject = std::move(subject)](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
+                      queue->layer()->count(dead_letters_metric, queue->queue());
                       queue->layer()->observe("work.dead_lettered", client::Level::warning, subject);
                       done(original->ack());
                     });

@@ -45,6 +45,10 @@ struct Options {
   // dead-letter and log gap. The connection's own records come from ClientOptions::observer
   // (or the Session's); this may be the same observer. Null: off.
   std::shared_ptr<client::Observer> observer{};
+  // Where the layer counts what it does (warren.work.retries, warren.work.dead_letters, by work
+  // queue: docs/observability.md); the connection's own figures come from
+  // ClientOptions::metrics, which may be the same Metrics. Null: off.
+  std::shared_ptr<client::Metrics> metrics{};
   // Seeds every draw the layer makes (resubscribe jitter, retry jitter, UUIDs), so a test on
   // a virtual clock replays exactly; unset: random_device.
   std::optional<std::uint64_t> random_seed{};
@@ -117,6 +121,10 @@ class Messaging : public std::enable_shared_from_this<Messaging> {
   // layer's records concern the layer, the connection's own name their host).
   void observe(std::string_view name, client::Level level, std::string_view subject, const Error* cause = nullptr) const {
     if (options_.observer) options_.observer->on_record(client::Record{name, level, {}, 0, cause, subject});
+  }
+  // One more in the layer's counter `description` for `queue`, if it counts.
+  void count(const client::MetricDescription& description, std::string_view queue) const {
+    if (options_.metrics) options_.metrics->counter(description, {{"messaging.destination.name", std::string(queue)}}).add();
   }
   void connection_lost(const Error& cause);  // once: every subscription is over for good
   // A seed for a pattern's own generator, drawn from the layer's (see Options::random_seed).
