@@ -165,9 +165,11 @@ TEST_P(PipelineSuite, CompletedAndSkippedAreAckedAndTheDestinationKeepsTypedHead
     put(src, "m" + std::to_string(i),
         {.content_type = "text/plain", .headers = h, .delivery_mode = client::persistent, .message_id = "id" + std::to_string(i)});
   }
+  auto metrics = std::make_shared<client::Metrics>();
   auto p = start({.core = {.name = "pass", .concurrency = 4},
                   .source = {.queue = src},
-                  .destination = pipeline::DestinationOptions{.exchange = "", .routing_key = out}},
+                  .destination = pipeline::DestinationOptions{.exchange = "", .routing_key = out},
+                  .metrics = metrics},
                  {Stage::sync([](Record& r) {
                    const auto n = std::get<std::int32_t>(r.headers.find("n")->value);
                    if (n % 2) return pipeline::Verdict::skip;
@@ -178,6 +180,10 @@ TEST_P(PipelineSuite, CompletedAndSkippedAreAckedAndTheDestinationKeepsTypedHead
   auto s = p->status();
   EXPECT_EQ(s.completed, 5u);
   EXPECT_EQ(s.skipped, 5u);
+  // Counted by outcome too (issue 24, metrics).
+  const auto snap = metrics->snapshot();
+  EXPECT_EQ(snap.total("warren.pipeline.records", {{"pipeline", "pass"}, {"outcome", "completed"}}), 5);
+  EXPECT_EQ(snap.total("warren.pipeline.records", {{"pipeline", "pass"}, {"outcome", "skipped"}}), 5);
   EXPECT_EQ(counts_become(src, {0, 0}), (Counts{0, 0}));
   EXPECT_EQ(counts_become(out, {5, 0}), (Counts{5, 0}));
   auto m = get(out);

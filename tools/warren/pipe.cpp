@@ -190,6 +190,7 @@ class PipeJob final : public Job {
     o.native_dead_letter = args_->native_dlx;
     // --on-error requeue: a record that always fails comes back once a second, not in a hot loop.
     o.requeue_delay = std::chrono::seconds(1);
+    o.metrics = metrics();
 
     auto& drv = driver();
     const std::string command = args_->exec;

@@ -160,7 +160,7 @@ void QueuePipeline::settle_pending(std::uint64_t id, bool ack, FailureSettle how
 
 void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) {
   if (!pending_.contains(id)) {  // dropped by a drain past its deadline: nothing to settle
-    if (options_.on_outcome) options_.on_outcome(record, f);
+    report(record, f, Dropped::yes);
     return;
   }
   if (!source_.is_open()) {
@@ -168,7 +168,7 @@ void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) 
     // redeliver it, so the outcome is dropped (counted there alone) and nothing is sent for
     // it: no settle, no dead-letter envelope.
     settle_pending(id, false, FailureSettle::requeue);
-    if (options_.on_outcome) options_.on_outcome(record, f);
+    report(record, f, Dropped::yes);
     return;
   }
   switch (f.outcome) {
@@ -207,6 +207,18 @@ void QueuePipeline::settle(std::uint64_t id, Record& record, const Finished& f) 
       }
       break;
     }
+  }
+  report(record, f, Dropped::no);
+}
+
+void QueuePipeline::report(const Record& record, const Finished& f, Dropped dropped) {
+  if (options_.metrics) {
+    static constexpr client::MetricDescription records{"warren.pipeline.records", "{record}",
+                                                       "Records a pipeline finished, by outcome (dropped: its delivery was lost first)"};
+    options_.metrics
+        ->counter(records, {{"pipeline", options_.core.name},
+                            {"outcome", dropped == Dropped::yes ? "dropped" : to_string(f.outcome)}})
+        .add();
   }
   if (options_.on_outcome) options_.on_outcome(record, f);
 }

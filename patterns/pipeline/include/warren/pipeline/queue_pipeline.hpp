@@ -70,6 +70,9 @@ struct QueuePipelineOptions {
   // Each record's outcome, once its delivery was settled (a dead-letter: once its envelope's
   // publish was started), or its outcome dropped. Set here, so nothing runs before it is in place.
   std::function<void(const Record& record, const Finished& finished)> on_outcome;
+  // Where each outcome is counted (warren.pipeline.records, by pipeline name and outcome;
+  // docs/observability.md). Null: off.
+  std::shared_ptr<client::Metrics> metrics{};
   // Once, when the pipeline stopped: nullopt after a drain asked for; otherwise why (a stop or
   // rethrow outcome's record error, the source or publishing channel's loss).
   std::function<void(const std::optional<std::string>& failure)> on_stopped;
@@ -122,6 +125,10 @@ class QueuePipeline : public std::enable_shared_from_this<QueuePipeline> {
   void open(client::Callback<void> ready);
   void deliver(const client::Delivery& delivery);
   void settle(std::uint64_t id, Record& record, const Finished& finished);
+  // A record's outcome to QueuePipelineOptions::metrics and on_outcome; a dropped one (its
+  // delivery was lost first) is counted as such.
+  enum class Dropped : std::uint8_t { no, yes };
+  void report(const Record& record, const Finished& finished, Dropped dropped);
   void publish_record(Record& record, StageDone done);
   void dead_letter(std::uint64_t id, const Finished& finished);
   // Settles and forgets a pending delivery; counts a dead channel's as dropped.
