@@ -226,17 +226,23 @@ class Work(unittest.TestCase):
         with open(out_file) as f:
             self.assertEqual(f.read(), f"the body\n1 {message_id}\nthe body\n2 {message_id}\n")
 
+    def put_traced(self, q, tracestate):
+        """Publishes "traced" to work queue q with a W3C traceparent and tracestate, as a traced
+        producer of another client would; returns the traceparent."""
+        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        self.channel.confirm_delivery()
+        self.channel.basic_publish("", f"{self.prefix}.{q}", b"traced",
+                                   pika.BasicProperties(message_id="m-traced", delivery_mode=2,
+                                                        headers={"traceparent": parent, "tracestate": tracestate}),
+                                   mandatory=True)
+        return parent
+
     def test_the_command_runs_in_a_span_under_the_items_trace_context(self):
         # Issue 24: TRACEPARENT (a child of the item's context: the same trace, a new span) and
         # TRACESTATE in the command's environment, the carrier convention for processes.
         q = "trace"
         self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "declares the queue"))
-        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-        self.channel.confirm_delivery()
-        self.channel.basic_publish("", f"{self.prefix}.{q}", b"traced",
-                                   pika.BasicProperties(message_id="m-traced", delivery_mode=2,
-                                                        headers={"traceparent": parent, "tracestate": "congo=t61rcWkgMzE"}),
-                                   mandatory=True)
+        parent = self.put_traced(q, "congo=t61rcWkgMzE")
         out_file = f"/tmp/{self.prefix}.trace"
         self.addCleanup(lambda: os.path.exists(out_file) and os.remove(out_file))
         cmd = f'echo "$(cat) ${{TRACEPARENT:-none}} ${{TRACESTATE:-none}}" >> {out_file}'
@@ -253,12 +259,7 @@ class Work(unittest.TestCase):
         q = "trace-dlq"
         self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "untraced"))
         self.channel.queue_purge(f"{self.prefix}.{q}")
-        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-        self.channel.confirm_delivery()
-        self.channel.basic_publish("", f"{self.prefix}.{q}", b"traced",
-                                   pika.BasicProperties(message_id="m-traced", delivery_mode=2,
-                                                        headers={"traceparent": parent, "tracestate": "k=v"}),
-                                   mandatory=True)
+        parent = self.put_traced(q, "k=v")
         out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec", "exit 3", "--attempts", "2",
                              *FAST, "--count", "1", "--timeout", "30"))
         self.assertEqual(self.lines(out), [("retry", "attempt=1"), ("dead-letter", "attempt=2")])

@@ -76,7 +76,6 @@ class TracedPublish : public ::testing::Test {
   BrokerWorld world;
   std::shared_ptr<client::Connection> conn;
   client::Channel ch;
-  std::vector<client::Message> got;
 
   void SetUp() override {
     driver.hosts[5001] = FakeDriver::Host::broker;
