@@ -136,7 +136,7 @@ void ConnectionMetrics::publish_refused(std::string_view exchange, const Error& 
 }
 
 void ConnectionMetrics::settled(const engine::PublishDone& done, engine::Instant now) {
-  const std::uint64_t n = done.last - done.first + 1;
+  const std::uint64_t n = done.count;
   outcomes_[static_cast<int>(done.outcome)]->add(n);
   const auto taken = std::min<std::int64_t>(static_cast<std::int64_t>(n), publishes_in_flight_);
   publishes_in_flight_ -= taken;

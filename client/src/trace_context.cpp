@@ -10,7 +10,7 @@ namespace {
 constexpr char hex_digits[] = "0123456789abcdef";
 
 // A lowercase hex digit's value; -1 for anything else (uppercase is not allowed by the spec).
-int hex_value(char c) {
+int lower_hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   return -1;
@@ -20,7 +20,7 @@ template <std::size_t N>
 bool read_hex(std::string_view text, std::array<std::uint8_t, N>& out) {
   if (text.size() != 2 * N) return false;
   for (std::size_t i = 0; i < N; ++i) {
-    const int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
+    const int hi = lower_hex_value(text[2 * i]), lo = lower_hex_value(text[2 * i + 1]);
     if (hi < 0 || lo < 0) return false;
     out[i] = static_cast<std::uint8_t>(hi * 16 + lo);
   }
@@ -45,7 +45,11 @@ bool all_zero(const std::array<std::uint8_t, N>& bytes) {
 // per id.
 template <std::size_t N>
 void fill_random(std::array<std::uint8_t, N>& out) {
-  thread_local std::mt19937_64 generator{std::random_device{}()};
+  thread_local std::mt19937_64 generator = [] {
+    std::random_device device;  // several words: one 32-bit seed would give only 2^32 id streams
+    std::seed_seq seed{device(), device(), device(), device(), device(), device(), device(), device()};
+    return std::mt19937_64(seed);
+  }();
   do {
     for (std::size_t i = 0; i < N; i += 8) {
       auto r = generator();

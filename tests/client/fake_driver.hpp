@@ -230,6 +230,19 @@ class FakeBroker {
     send(ch, wire::BasicCancel{tag, true});
     flush_async();
   }
+  // Releases the held confirms as one multiple ack per channel, as RabbitMQ acks when busy.
+  void release_confirms_as_multiple() {
+    config_.hold_confirms = false;
+    std::map<std::uint16_t, std::uint64_t> highest;
+    auto held = std::move(held_confirms_);
+    held_confirms_.clear();
+    for (auto [ch, seq] : held) {
+      confirm(ch, seq, false);
+      highest[ch] = std::max(highest[ch], seq);
+    }
+    for (auto [ch, seq] : highest) send(ch, wire::BasicAck{seq, true});
+    flush_async();
+  }
   void hold_confirms(bool hold) {
     config_.hold_confirms = hold;
     if (hold) return;
@@ -458,7 +471,7 @@ class FakeBroker {
     closing_ = true;
     send(0, wire::ConnectionClose{code, text, 0, 0});
   }
-  void confirm(std::uint16_t channel, std::uint64_t seq) {
+  void confirm(std::uint16_t channel, std::uint64_t seq, bool send_ack = true) {
     auto it = channels_.find(channel);
     if (it == channels_.end() || it->second.closing) return;
     auto k = seq_keys_.find({channel, seq});
@@ -466,7 +479,7 @@ class FakeBroker {
       config_.world->acked.insert(k->second);
       seq_keys_.erase(k);
     }
-    send(channel, wire::BasicAck{seq, false});
+    if (send_ack) send(channel, wire::BasicAck{seq, false});
   }
   // A stored message's properties as the broker hands them out, with what it adds on the way:
   // a quorum queue's count, a stream's offset. `added` holds the headers they point at.

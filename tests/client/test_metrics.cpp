@@ -144,6 +144,29 @@ TEST_F(MetricsTest, publishes_count_by_exchange_and_outcome_and_their_confirm_ti
   EXPECT_EQ(value("warren.publish.in_flight"), 0);
 }
 
+// Publish ids are numbered per connection: one channel's multiple ack covers its own
+// publishes only, not the ids another channel's took between them.
+TEST_F(MetricsTest, a_range_settled_on_one_channel_counts_its_own_publishes_only) {
+  auto c = dial();
+  world.queues["q"];
+  auto a = open_channel_now(driver, *c);
+  auto b = open_channel_now(driver, *c);
+  for (auto* ch : {&a, &b}) ch->confirm_select(nullptr);
+  driver.run();
+  auto& broker = driver.last_broker();
+  broker.hold_confirms(true);
+  a.publish({.routing_key = "q"}, "a1", nullptr);
+  b.publish({.routing_key = "q"}, "b1", nullptr);
+  a.publish({.routing_key = "q"}, "a2", nullptr);
+  driver.run();
+  EXPECT_EQ(value("warren.publish.in_flight"), 3);
+  broker.release_confirms_as_multiple();  // channel a: one ack for its ids 1 and 3
+  driver.run();
+  EXPECT_EQ(value("warren.publish.settled", {{"outcome", "confirmed"}}), 3);
+  EXPECT_EQ(value("warren.publish.in_flight"), 0);
+  EXPECT_EQ(observations("messaging.client.operation.duration"), 3u);
+}
+
 TEST_F(MetricsTest, deliveries_count_by_queue_with_the_callbacks_time_and_each_settle) {
   auto c = dial();
   world.queues["q"];

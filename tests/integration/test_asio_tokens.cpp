@@ -609,9 +609,13 @@ TEST(AsioTokens, pool_borrow_session_publish_and_close_and_rpc_call) {
     CO_ASSERT_OK(client_ch);
     auto rpc = co_await asio_driver::RpcClient::async_start(*conn, *client_ch, use_awaitable);
     CO_ASSERT_OK(rpc);
-    auto reply = co_await rpc->call({.routing_key = requests->name}, client::as_bytes("ping"), use_awaitable);
+    // With the caller's trace context (issue 24): the reply continues the trace.
+    const auto traced = client::TraceContext::new_root();
+    auto reply = co_await rpc->call({.routing_key = requests->name, .trace = traced}, client::as_bytes("ping"), use_awaitable);
     CO_ASSERT_OK(reply);
     EXPECT_EQ(body_of(*reply), "re:ping");
+    const auto back = reply->trace();
+    EXPECT_TRUE(back && back->trace_id == traced.trace_id && back->span_id != traced.span_id);
     auto nobody = co_await rpc->call({.routing_key = "warren-asio-nobody-serves-this", .timeout = 5s},
                                      client::as_bytes("hello?"), use_awaitable);
     EXPECT_FALSE(nobody.ok());

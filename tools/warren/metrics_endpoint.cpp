@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <charconv>
+#include <chrono>
 #include <thread>
 
 namespace warren::cli {
@@ -54,6 +55,10 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(std::string_view
     return cannot_listen();
   }
   serving->thread = std::thread([s = serving.get()] { s->server.listen_after_bind(); });
+  // stop() does nothing until the thread is in its listen loop: a command that ends at once
+  // (a usage error found later) would otherwise wait forever to join it.
+  for (int waited_ms = 0; !serving->server.is_running() && waited_ms < 5000; ++waited_ms)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   return std::unique_ptr<MetricsEndpoint>(
       new MetricsEndpoint(std::move(serving), "http://" + shown + ":" + std::to_string(port) + "/metrics"));

@@ -49,16 +49,17 @@ constexpr const char* pipeline_name = "warren pipe";
 
 // The stage's span (the pipeline made the record's traceparent a child of its input's) handed
 // to the command as TRACEPARENT and TRACESTATE, the carrier convention for processes.
+// Nothing when the record carries no valid traceparent (a tracestate alone means nothing).
 std::vector<std::pair<std::string, std::string>> trace_environment(const pipeline::Record& r) {
-  std::vector<std::pair<std::string, std::string>> env;
-  for (const char* key : {"traceparent", "tracestate"}) {
+  const auto text = [&](const char* key) -> std::string_view {
     const auto* v = r.headers.find(key);
-    if (const auto* text = v ? std::get_if<std::string>(&v->value) : nullptr) {
-      std::string name(key);
-      for (auto& c : name) c = static_cast<char>(c - 'a' + 'A');
-      env.emplace_back(std::move(name), *text);
-    }
-  }
+    const auto* s = v ? std::get_if<std::string>(&v->value) : nullptr;
+    return s ? std::string_view(*s) : std::string_view{};
+  };
+  const auto trace = client::TraceContext::parse(text("traceparent"), text("tracestate"));
+  if (!trace) return {};
+  std::vector<std::pair<std::string, std::string>> env{{"TRACEPARENT", trace->traceparent()}};
+  if (!trace->tracestate.empty()) env.emplace_back("TRACESTATE", std::string(trace->tracestate));
   return env;
 }
 

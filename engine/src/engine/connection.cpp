@@ -96,10 +96,13 @@ void Connection::Impl::consume_output(std::size_t n) {
     auto u = unwritten_.pop_front();
     if (u.settled) continue;  // it timed out first, and was told so
     PublishId last = u.id;
+    std::uint64_t count = 1;
     while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_ &&
-           unwritten_.front().channel == u.channel && !unwritten_.front().settled)
+           unwritten_.front().channel == u.channel && !unwritten_.front().settled) {
       last = unwritten_.pop_front().id;
-    emit(PublishDone{u.channel, u.id, last, PublishOutcome::written, {}, u.deadline - u.timeout});
+      ++count;
+    }
+    emit(PublishDone{u.channel, u.id, last, PublishOutcome::written, {}, u.deadline - u.timeout, count});
   }
   if (unwritten_.empty()) unwritten_due_.at.reset();
   if (was_congested_ && !congested()) {

@@ -484,9 +484,11 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
   // publish settled already (returned, timed out) ends a range: a range never names it again.
   std::optional<PublishId> first, last;
   Instant first_at{};
+  std::uint64_t count = 0;
   auto flush = [&] {
-    if (first) emit(PublishDone{ch.id, *first, *last, outcome, cause(), first_at});
+    if (first) emit(PublishDone{ch.id, *first, *last, outcome, cause(), first_at, count});
     first.reset();
+    count = 0;
   };
   for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
     Unconfirmed& u = ch.unconfirmed[i];
@@ -502,6 +504,7 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
       first_at = u.deadline - u.timeout;
     }
     last = u.id;
+    ++count;
   }
   flush();
   while (!ch.unconfirmed.empty() && ch.unconfirmed.front().settled) ch.unconfirmed.pop_front();

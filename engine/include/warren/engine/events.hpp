@@ -85,6 +85,9 @@ struct PublishDone {
   // When the range's first publish was made (the `now` it was given), for confirmed,
   // nacked, returned and written; the default Instant where the engine does not say.
   Instant published_at{};
+  // How many publishes it settles: ids are numbered per connection, so a channel's range may
+  // skip ids that other channels' publishes took.
+  std::uint64_t count = 1;
 };
 
 // A message the broker sent: basic.deliver, basic.get-ok or basic.return.

@@ -51,7 +51,7 @@ class RpcClient {
           if (!owned.status().ok()) return done(owned.status().error());
           const auto& p = owned.publish();
           rpc->call({.exchange = p.exchange, .routing_key = p.routing_key, .properties = p.properties,
-                     .timeout = p.timeout},
+                     .timeout = p.timeout, .trace = p.trace},
                     owned.body(), std::move(done));
         },
         std::forward<Token>(token));
