@@ -320,22 +320,24 @@ TEST_P(MessagingBroker, an_error_too_big_for_the_frame_is_cut_not_allowed_to_bre
 
 // The message's own headers fill the worker's frame (4,096 bytes) so nearly that no retry's
 // headers fit beside them: a retry could never be published, and requeueing it would bring it
-// back forever. It is dead-lettered at once, with only the x-warren-* headers, and says why.
+// back forever. It is dead-lettered at once, with only the x-warren-* headers (and its trace
+// context), and says why.
 TEST_P(MessagingBroker, a_message_whose_headers_leave_no_room_for_a_retry_is_dead_lettered_with_only_the_layers_headers) {
   auto small = connect("amqp://127.0.0.1:" + env("RMQ_PORT") + "/%2f?frame_max=4096");
   const WorkQueueOptions options{.name = "fat", .attempts = 3, .backoff = {.base = 100ms, .max = 100ms}};
   auto sender = work(layer(nullptr, {.queue_type = "classic"}), options);  // frame_max 128 KiB
   auto q = work(layer(small, {.queue_type = "classic"}), options);
   // The put's content header made as large as still reaches the worker in one frame.
-  auto header_size = [](std::size_t n) {
-    FieldTable h{{"filler", std::string(n, 'f')}, {"x-warren-attempt", std::int64_t{1}}};
+  const std::string traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  auto header_size = [&](std::size_t n) {
+    FieldTable h{{"filler", std::string(n, 'f')}, {"traceparent", traceparent}, {"x-warren-attempt", std::int64_t{1}}};
     client::Properties p{.headers = wire::TableRef(h), .delivery_mode = client::persistent, .message_id = "id-fat"};
     return *wire::content_header_size(p);
   };
   std::size_t n = 3000;
   while (header_size(n + 1) + 8 <= 4096) ++n;
   auto sent = wait<void>([&](auto d) {
-    sender->put({.body = "fat", .headers = {{"filler", std::string(n, 'f')}}, .message_id = "id-fat"}, d);
+    sender->put({.body = "fat", .headers = {{"filler", std::string(n, 'f')}, {"traceparent", traceparent}}, .message_id = "id-fat"}, d);
   });
   ASSERT_TRUE(sent.ok()) << sent.error().to_string();
   std::vector<std::string> outcomes;
@@ -365,6 +367,7 @@ TEST_P(MessagingBroker, a_message_whose_headers_leave_no_room_for_a_retry_is_dea
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->find("filler"), nullptr);
   EXPECT_EQ(h->find("not-ours"), nullptr);
+  EXPECT_EQ(field_text(*h, "traceparent"), traceparent) << "its trace context is kept with the layer's headers";
   EXPECT_NE(field_text(*h, "x-warren-reason").find("frame_max 4096"), std::string::npos) << field_text(*h, "x-warren-reason");
   EXPECT_EQ(field_text(*h, "x-warren-attempts"), "1");
   EXPECT_EQ(field_text(*h, "x-warren-error"), "it broke");

@@ -28,6 +28,8 @@ std::int64_t delivery_count(const client::Message& m) {
 }
 
 bool warren_header(std::string_view key) { return key.starts_with("x-warren-"); }
+// A W3C trace context: small, and kept wherever the layer's own headers are.
+bool trace_header(std::string_view key) { return key == "traceparent" || key == "tracestate"; }
 
 constexpr client::MetricDescription retries_metric{"warren.work.retries", "{message}",
                                                    "Work items retried: republished to a delay level and confirmed, by work queue"};
@@ -289,7 +291,8 @@ client::FieldTable WorkQueue::republished_headers(const client::Message& origina
   auto prior = original.headers();
   if (prior)
     for (auto& e : prior->entries)
-      if (!broker_death_header(e.key) && (!only_ours || warren_header(e.key))) headers.entries.push_back(e);
+      if (!broker_death_header(e.key) && (!only_ours || warren_header(e.key) || trace_header(e.key)))
+        headers.entries.push_back(e);
   // The first copy keeps who published the original; a copy of a copy already has it.
   if (const auto user = original.properties().user_id; user && !(prior && prior->find(original_user_id_header)))
     headers.set(std::string(original_user_id_header), std::string(*user));

@@ -121,7 +121,8 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
                client::Callback<std::shared_ptr<Subscription>> done);
 
   // ---- for WorkItem
-  // `only_ours`: of the message's headers and `headers`, only the x-warren-* ones are kept.
+  // `only_ours`: of the message's headers and `headers`, only the x-warren-* ones (and a W3C
+  // trace context) are kept.
   void republish(const client::Message& original, std::string routing_key, client::FieldTable headers,
                  std::string_view error, bool only_ours, client::Callback<void> done);
   // The message republished with `add` over its headers (and an x-warren-error when
