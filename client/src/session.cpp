@@ -25,12 +25,11 @@ bool permanent_for_channel(const Error& e) { return is_permanent(e); }
 // and a 404 (a passive declare of something missing; someone may create it, so it is retried).
 bool refused(const Error& e) { return is_permanent(e) || e.reply_code == 404; }
 
-// "attempt 3 in 412 ms": a retry's number and delay, for a record's subject and a status's text.
+}  // namespace
+
 std::string attempt_text(unsigned attempt, engine::Duration delay) {
   return "attempt " + std::to_string(attempt) + " in " + std::to_string(delay.count()) + " ms";
 }
-
-}  // namespace
 
 engine::Duration Backoff::ceiling(unsigned attempt) const {
   const double grown = static_cast<double>(base.count()) * std::pow(factor, attempt > 0 ? attempt - 1 : 0);

@@ -7,6 +7,7 @@
 
 #include "names.hpp"
 #include "warren/client/owned_publish.hpp"
+#include "warren/client/session.hpp"
 #include "warren/wire/properties.hpp"
 
 namespace warren::messaging {
@@ -139,8 +140,7 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
                       if (auto acked = original->ack(); !acked) return done(acked.error());
                       queue->layer()->count(retries_metric, queue->queue());
                       queue->layer()->observe("work.retried", client::Level::info,
-                                              queue->queue() + ": attempt " + std::to_string(attempt + 1) + " in " +
-                                                  std::to_string(delay.count()) + " ms");
+                                              queue->queue() + ": " + client::attempt_text(attempt + 1, delay));
                       done(Retried{.dead_lettered = false, .delay = delay});
                     });
 }

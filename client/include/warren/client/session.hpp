@@ -48,6 +48,9 @@ struct Backoff {
   [[nodiscard]] engine::Duration ceiling(unsigned attempt) const;
 };
 
+// "attempt 3 in 412 ms": a retry's number and delay, as statuses and records write them.
+[[nodiscard]] std::string attempt_text(unsigned attempt, engine::Duration delay);
+
 struct SessionOptions {
   ClientOptions client{};
   Backoff backoff{};
