@@ -1,7 +1,6 @@
 #include "warren/client/message.hpp"
 
 #include <cstring>
-#include <variant>
 
 #include "channel_core.hpp"
 
@@ -13,20 +12,10 @@ const wire::BasicProperties no_properties{};
 // A message's trace context from its headers: long strings, found without decoding the rest.
 std::optional<TraceContext> trace_of(const wire::BasicProperties& p) noexcept {
   if (!p.headers) return std::nullopt;
-  std::optional<std::string_view> parent, state;
-  if (const wire::FieldTable* owned = p.headers->owned()) {
-    const auto text = [&](std::string_view key) -> std::optional<std::string_view> {
-      const auto* v = owned->find(key);
-      const auto* s = v ? std::get_if<std::string>(&v->value) : nullptr;
-      return s ? std::optional<std::string_view>(*s) : std::nullopt;
-    };
-    parent = text("traceparent");
-    state = text("tracestate");
-  } else {
-    parent = wire::find_long_string(p.headers->encoded(), "traceparent");
-    if (parent) state = wire::find_long_string(p.headers->encoded(), "tracestate");
-  }
+  if (const wire::FieldTable* owned = p.headers->owned()) return TraceContext::from(*owned);
+  const auto parent = wire::find_long_string(p.headers->encoded(), "traceparent");
   if (!parent) return std::nullopt;
+  const auto state = wire::find_long_string(p.headers->encoded(), "tracestate");
   return TraceContext::parse(*parent, state.value_or(std::string_view{}));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <variant>
 
 namespace warren::client {
 
@@ -97,6 +98,17 @@ std::optional<TraceContext> TraceContext::parse(std::string_view text, std::stri
   if (!c.valid()) return std::nullopt;
   c.tracestate = tracestate;
   return c;
+}
+
+std::optional<TraceContext> TraceContext::from(const wire::FieldTable& headers) {
+  const auto text = [&](std::string_view key) -> std::optional<std::string_view> {
+    const auto* v = headers.find(key);
+    const auto* s = v ? std::get_if<std::string>(&v->value) : nullptr;
+    return s ? std::optional<std::string_view>(*s) : std::nullopt;
+  };
+  const auto parent = text("traceparent");
+  if (!parent) return std::nullopt;
+  return parse(*parent, text("tracestate").value_or(std::string_view{}));
 }
 
 TraceContext TraceContext::child() const {

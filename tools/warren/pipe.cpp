@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "message_json.hpp"
 #include "shell_command.hpp"
+#include "trace_environment.hpp"
 #include "warren/pipeline/queue_pipeline.hpp"
 #include "warren/pipeline/status_board.hpp"
 #include "warren/pipeline/topology.hpp"
@@ -47,20 +48,11 @@ struct PipeArgs {
 constexpr auto drain_deadline = std::chrono::seconds(30);
 constexpr const char* pipeline_name = "warren pipe";
 
-// The stage's span (the pipeline made the record's traceparent a child of its input's) handed
-// to the command as TRACEPARENT and TRACESTATE, the carrier convention for processes.
-// Nothing when the record carries no valid traceparent (a tracestate alone means nothing).
-std::vector<std::pair<std::string, std::string>> trace_environment(const pipeline::Record& r) {
-  const auto text = [&](const char* key) -> std::string_view {
-    const auto* v = r.headers.find(key);
-    const auto* s = v ? std::get_if<std::string>(&v->value) : nullptr;
-    return s ? std::string_view(*s) : std::string_view{};
-  };
-  const auto trace = client::TraceContext::parse(text("traceparent"), text("tracestate"));
-  if (!trace) return {};
-  std::vector<std::pair<std::string, std::string>> env{{"TRACEPARENT", trace->traceparent()}};
-  if (!trace->tracestate.empty()) env.emplace_back("TRACESTATE", std::string(trace->tracestate));
-  return env;
+// The stage's span (the pipeline made the record's traceparent a child of its input's), for
+// its command; nothing when the record carries no valid traceparent.
+std::vector<std::pair<std::string, std::string>> stage_trace_environment(const pipeline::Record& r) {
+  const auto span = client::TraceContext::from(r.headers);
+  return span ? trace_environment(*span) : std::vector<std::pair<std::string, std::string>>{};
 }
 
 class PipeJob final : public Job {
@@ -198,7 +190,7 @@ class PipeJob final : public Job {
     std::vector<pipeline::Stage> stages{
         pipeline::Stage::offload(workers_, [&drv](std::function<void()> fn) { drv.post(std::move(fn)); },
                                  [command](pipeline::Record& r) {
-                                   r.body = run_shell(command, r.body, trace_environment(r));
+                                   r.body = run_shell(command, r.body, stage_trace_environment(r));
                                    return pipeline::Verdict::next;
                                  })};
     o.on_outcome = [this](const pipeline::Record&, const pipeline::Finished&) {

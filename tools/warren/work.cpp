@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "shell.hpp"
+#include "trace_environment.hpp"
 #include "values.hpp"
 #include "warren/messaging/work_queue.hpp"
 
@@ -175,10 +176,8 @@ class RunJob final : public WorkJob {
                                                          {"WARREN_MESSAGE_ID", std::string(shared->message_id())}};
     // The command's work is a span under the context the item carried (the carrier convention
     // for processes: TRACEPARENT and TRACESTATE in its environment).
-    if (const auto trace = shared->message().trace()) {
-      env.emplace_back("TRACEPARENT", trace->child().traceparent());
-      if (!trace->tracestate.empty()) env.emplace_back("TRACESTATE", std::string(trace->tracestate));
-    }
+    if (const auto trace = shared->message().trace())
+      for (auto& variable : trace_environment(trace->child())) env.push_back(std::move(variable));
     std::string body(shared->body());
     auto& d = driver();
     {

@@ -129,9 +129,8 @@ void QueuePipeline::deliver(const client::Delivery& d) {
   }
   // The stages run in a span of their own: a child of the context the message carried, which
   // is what the record's headers (and so its output) carry from here on.
-  if (const auto* tp = record->headers.find("traceparent"); tp && std::holds_alternative<std::string>(tp->value))
-    if (const auto input = client::TraceContext::parse(std::get<std::string>(tp->value)))
-      record->headers.set("traceparent", input->child().traceparent());
+  if (const auto input = client::TraceContext::from(record->headers))
+    record->headers.set("traceparent", input->child().traceparent());
   // Registered as pending before the record enters the pipeline: whatever happens next, the
   // delivery has one owner that settles it once.
   pending_.emplace(id, Pending{std::move(message), attempt_of(record->metadata), conn_->driver().now()});

@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "warren/wire/field_value.hpp"
+
 namespace warren::client {
 
 struct TraceContext {
@@ -36,6 +38,9 @@ struct TraceContext {
   // id or span id of zeros is no context. Nothing when `traceparent` is not one.
   [[nodiscard]] static std::optional<TraceContext> parse(std::string_view traceparent,
                                                          std::string_view tracestate = {});
+  // The context in decoded headers: their traceparent and tracestate long strings, parsed;
+  // the tracestate views the table.
+  [[nodiscard]] static std::optional<TraceContext> from(const wire::FieldTable& headers);
 
   // The same trace with a new span id (random, never zero), the same flags and state: what a
   // stage that receives a message and sends another on writes into what it sends.
