@@ -328,20 +328,12 @@ void Connection::dispatch(const engine::Event& event) {
         } else if constexpr (std::is_same_v<E, engine::Delivery>) {
           for (auto& s : consumers_)
             if (s.channel == e.message.channel && s.tag == e.message.consumer_tag) {
-              if (!s.consumed) {
-                s.on_message(e.message);
-                break;
-              }
-              s.consumed->add();
-              if (!s.process) {
-                s.on_message(e.message);
-                break;
-              }
+              if (s.consumed) s.consumed->add();
               // The callback may end the subscription: `s` is not read after it.
-              Histogram& process = *s.process;
-              const auto began = driver_.now();
+              Histogram* process = s.process;
+              const auto began = process ? driver_.now() : engine::Instant{};
               s.on_message(e.message);
-              process.record(driver_.now() - began);
+              if (process) process->record(driver_.now() - began);
               break;
             }
         } else if constexpr (std::is_same_v<E, engine::Returned>) {
@@ -542,16 +534,14 @@ Result<engine::Duration> Connection::channel_timeout(ChannelId channel) {
 
 void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
                          std::span<const std::byte> body, Settled done, const engine::PublishOptions& options) {
-  auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
-                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
+  auto r = counted_publish(m.exchange, engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
+                                               : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected")));
   if (!r.ok()) {
     Error e = r.error();
     e.sent = Sent::no;  // refused before it was queued
-    if (metrics_) metrics_->publish_refused(m.exchange, e);
     if (done) later([done = std::move(done), e = std::move(e)] { done(engine::PublishOutcome::failed, e); });
     return;
   }
-  if (metrics_) metrics_->published(m.exchange);
   if (done) publishes_.emplace(std::pair{channel, *r}, std::move(done));
   pump();
 }

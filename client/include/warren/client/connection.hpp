@@ -180,7 +180,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   }
   template <class Verb>
   void request(Verb verb, Answer done);
-  // A callback-free publish's result, counted (with metrics on) and passed on.
+  // A publish's result (either form), counted (with metrics on) and passed on.
   Result<engine::PublishId> counted_publish(std::string_view exchange, Result<engine::PublishId> r);
   // A command whose result is known at once (ack, nack, reject, a callback-free publish).
   template <class Verb>
