@@ -7,6 +7,7 @@
 
 #include "channel_core.hpp"
 #include "connection_metrics.hpp"
+#include "connection_spans.hpp"
 #include "warren/wire/constants.hpp"
 
 namespace warren::client {
@@ -44,6 +45,8 @@ Connection::Connection(Driver& driver, ConnectionUrl url, ClientOptions options,
   if (url_.connection_timeout) options_.connect_timeout = *url_.connection_timeout;
   if (!options_.connect_timeout) options_.connect_timeout = options_.engine.request_timeout;
   if (options_.metrics) metrics_ = std::make_unique<detail::ConnectionMetrics>(options_.metrics);
+  if (options_.observer && options_.observer->wants_spans())
+    spans_ = std::make_unique<detail::ConnectionSpans>(options_.observer, peer_);
 }
 
 // Dropping the last reference ends the connection: its socket closes now, and every waiter
@@ -311,6 +314,7 @@ void Connection::dispatch(const engine::Event& event) {
           }
         } else if constexpr (std::is_same_v<E, engine::PublishDone>) {
           if (metrics_) metrics_->settled(e, driver_.now());
+          if (spans_) spans_->settled(e);
           auto first = publishes_.lower_bound({e.channel, e.first});
           auto last = publishes_.upper_bound({e.channel, e.last});
           if (first != last) {
@@ -331,9 +335,12 @@ void Connection::dispatch(const engine::Event& event) {
               if (s.consumed) s.consumed->add();
               // The callback may end the subscription: `s` is not read after it.
               Histogram* process = s.process;
+              const bool spanned = spans_ && s.handing == Handing::to_callback;
+              if (spanned) spans_->begin_process(e.message, s.queue);
               const auto began = process ? driver_.now() : engine::Instant{};
               s.on_message(e.message);
               if (process) process->record(driver_.now() - began);
+              if (spanned) spans_->end_process();
               break;
             }
         } else if constexpr (std::is_same_v<E, engine::Returned>) {
@@ -377,6 +384,7 @@ void Connection::finish(const Error& failure) {
   cause.connection_ended = true;  // a failed dial has not been through the engine's latch
   closed_reported_ = true;
   if (metrics_) metrics_->ended();
+  if (spans_) spans_->ended(cause);
   auto keep = weak_from_this().lock();  // a callback below may drop the last reference
   const bool was_ready = ready_reported_;
   auto waiters = take_waiters();
@@ -445,6 +453,12 @@ void Connection::get(ChannelId channel, const wire::BasicGet& m, GetDone done) {
       if (msg) counts->got(queue);  // a message comes only while the connection lives
       if (done) done(e, msg, left);
     };
+  if (spans_)
+    done = [spans = spans_.get(), queue = std::string(m.queue), asked = std::chrono::system_clock::now(),
+            done = std::move(done)](const Error* e, const engine::Message* msg, std::uint32_t left) {
+      if (msg) spans->received(*msg, queue, asked);
+      if (done) done(e, msg, left);
+    };
   auto shared = std::make_shared<GetDone>(std::move(done));
   auto once = [shared](const Error* e, const engine::Message* msg, std::uint32_t left) {
     if (auto fn = std::exchange(*shared, nullptr)) fn(e, msg, left);
@@ -480,7 +494,7 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
 
 Connection::Subscription Connection::subscription(ChannelId channel, std::string tag, std::string_view queue,
                                                  OnMessage on_message, OnEnded on_ended, Handing handing) {
-  Subscription s{channel, std::move(tag), std::move(on_message), std::move(on_ended)};
+  Subscription s{channel, std::move(tag), std::move(on_message), std::move(on_ended), std::string(queue), handing};
   if (metrics_) {
     const auto m = metrics_->subscription(queue);
     s.consumed = m.consumed;
@@ -534,8 +548,9 @@ Result<engine::Duration> Connection::channel_timeout(ChannelId channel) {
 
 void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
                          std::span<const std::byte> body, Settled done, const engine::PublishOptions& options) {
-  auto r = counted_publish(m.exchange, engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
-                                               : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected")));
+  auto r = counted_publish(channel, m, properties, body.size(),
+                           engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
+                                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected")));
   if (!r.ok()) {
     Error e = r.error();
     e.sent = Sent::no;  // refused before it was queued
@@ -558,37 +573,54 @@ auto Connection::immediate(Verb verb) -> std::invoke_result_t<Verb&, engine::Con
 
 Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
                                               const wire::BasicProperties& properties, std::span<const std::byte> body) {
-  return counted_publish(m.exchange, immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now()); }));
+  return publish(channel, m, properties, body, engine::PublishOptions{});
 }
 
 Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::BasicPublish& m,
                                               const wire::BasicProperties& properties, std::span<const std::byte> body,
                                               const engine::PublishOptions& options) {
-  return counted_publish(m.exchange, immediate([&](engine::Connection& c) { return c.publish(channel, m, properties, body, driver_.now(), options); }));
+  // Counted (and its span begun) before pump() can dispatch its PublishDone.
+  auto r = counted_publish(channel, m, properties, body.size(),
+                           engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
+                                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected")));
+  if (r.ok()) pump();
+  return r;
 }
 
-Result<engine::PublishId> Connection::counted_publish(std::string_view exchange, Result<engine::PublishId> r) {
+Result<engine::PublishId> Connection::counted_publish(engine::ChannelId channel, const wire::BasicPublish& m,
+                                                      const wire::BasicProperties& properties, std::size_t body_bytes,
+                                                      Result<engine::PublishId> r) {
+  if (spans_) spans_->sent(channel, r, m, properties, body_bytes);
   if (!metrics_) return r;
-  if (r.ok()) metrics_->published(exchange);
-  else metrics_->publish_refused(exchange, r.error());
+  if (r.ok()) metrics_->published(m.exchange);
+  else metrics_->publish_refused(m.exchange, r.error());
   return r;
+}
+
+TraceContext Connection::send_trace(const TraceContext& caller) { return spans_ ? spans_->begin_send(caller) : caller; }
+
+std::optional<TraceContext> Connection::processing_span(engine::ChannelId channel, std::uint64_t delivery_tag) const {
+  return spans_ ? spans_->processing(channel, delivery_tag) : std::nullopt;
 }
 
 Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
   auto r = immediate([&](engine::Connection& c) { return c.ack(channel, wire::BasicAck{.delivery_tag = delivery_tag, .multiple = multiple}); });
   if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::ack, false);
+  if (spans_) spans_->settled_delivery("ack", channel, delivery_tag, r.ok() ? nullptr : &r.error());
   return r;
 }
 
 Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
   auto r = immediate([&](engine::Connection& c) { return c.nack(channel, wire::BasicNack{.delivery_tag = delivery_tag, .multiple = multiple, .requeue = requeue}); });
   if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::nack, requeue);
+  if (spans_) spans_->settled_delivery("nack", channel, delivery_tag, r.ok() ? nullptr : &r.error());
   return r;
 }
 
 Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
   auto r = immediate([&](engine::Connection& c) { return c.reject(channel, wire::BasicReject{.delivery_tag = delivery_tag, .requeue = requeue}); });
   if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::reject, requeue);
+  if (spans_) spans_->settled_delivery("reject", channel, delivery_tag, r.ok() ? nullptr : &r.error());
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "error_type.hpp"
 #include "warren/engine/describe.hpp"
 
 namespace warren::client::detail {
@@ -36,16 +37,6 @@ constexpr MetricDescription io{"warren.connection.io", "By", "Bytes read from an
 constexpr MetricDescription settles{"warren.delivery.settled", "{call}",
                                     "ack, nack and reject calls (a multiple ack counts once), and whether they requeued"};
 }  // namespace described
-
-// OpenTelemetry's error.type: a low-cardinality name for why.
-std::string_view error_type(const Error& e) {
-  if (e.code == make_error_code(errc::connection_closed)) return "connection_closed";
-  if (e.code == make_error_code(errc::channel_closed)) return "channel_closed";
-  if (e.code == make_error_code(errc::invalid_argument)) return "invalid_argument";
-  if (e.code == make_error_code(errc::timeout)) return "timeout";
-  if (e.code == make_error_code(errc::string_too_long)) return "string_too_long";
-  return "_OTHER";
-}
 
 }  // namespace
 

@@ -3,14 +3,16 @@
 #include <cstring>
 
 #include "channel_core.hpp"
+#include "traced_properties.hpp"
 
 namespace warren::client {
 
 namespace {
 const wire::BasicProperties no_properties{};
+}  // namespace
 
 // A message's trace context from its headers: long strings, found without decoding the rest.
-std::optional<TraceContext> trace_of(const wire::BasicProperties& p) noexcept {
+std::optional<TraceContext> detail::trace_of(const wire::BasicProperties& p) noexcept {
   if (!p.headers) return std::nullopt;
   if (const wire::FieldTable* owned = p.headers->owned()) return TraceContext::from(*owned);
   const auto parent = wire::find_long_string(p.headers->encoded(), "traceparent");
@@ -19,10 +21,13 @@ std::optional<TraceContext> trace_of(const wire::BasicProperties& p) noexcept {
   return TraceContext::parse(*parent, state.value_or(std::string_view{}));
 }
 
-}  // namespace
+std::optional<TraceContext> Delivery::trace() const noexcept { return detail::trace_of(properties()); }
+std::optional<TraceContext> Message::trace() const noexcept { return detail::trace_of(properties()); }
 
-std::optional<TraceContext> Delivery::trace() const noexcept { return trace_of(properties()); }
-std::optional<TraceContext> Message::trace() const noexcept { return trace_of(properties()); }
+std::optional<TraceContext> Delivery::span() const noexcept {
+  auto c = *channel_ ? (*channel_)->live() : nullptr;
+  return c ? c->processing_span(m_->channel, m_->delivery_tag) : std::nullopt;
+}
 
 const wire::BasicProperties& Delivery::properties() const noexcept {
   return m_->properties ? *m_->properties : no_properties;

@@ -27,6 +27,7 @@ namespace warren::client {
 namespace detail {
 struct ChannelCore;
 class ConnectionMetrics;
+class ConnectionSpans;
 class ConsumerCore;
 struct LoopThread;
 }  // namespace detail
@@ -180,8 +181,16 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   }
   template <class Verb>
   void request(Verb verb, Answer done);
-  // A publish's result (either form), counted (with metrics on) and passed on.
-  Result<engine::PublishId> counted_publish(std::string_view exchange, Result<engine::PublishId> r);
+  // A publish's result (either form), counted (with metrics on), its span begun or ended
+  // (with spans on), and passed on.
+  Result<engine::PublishId> counted_publish(engine::ChannelId channel, const wire::BasicPublish& m,
+                                            const wire::BasicProperties& properties, std::size_t body_bytes,
+                                            Result<engine::PublishId> r);
+  // The context a publish writes: the caller's, or with spans on its own span's (a child of
+  // the caller's, else a new root). Asked right before the publish it is for.
+  [[nodiscard]] TraceContext send_trace(const TraceContext& caller);
+  // The span of the callback running for this delivery, with spans on.
+  [[nodiscard]] std::optional<TraceContext> processing_span(engine::ChannelId channel, std::uint64_t delivery_tag) const;
   // A command whose result is known at once (ack, nack, reject, a callback-free publish).
   template <class Verb>
   [[nodiscard]] auto immediate(Verb verb) -> std::invoke_result_t<Verb&, engine::Connection&>;
@@ -231,12 +240,15 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
     std::string tag{};
     OnMessage on_message{};
     OnEnded on_ended{};
+    std::string queue{};
+    Handing handing = Handing::to_callback;
     Counter* consumed = nullptr;   // with metrics on
     Histogram* process = nullptr;  // with metrics on, for a callback's deliveries
   };
   Subscription subscription(engine::ChannelId channel, std::string tag, std::string_view queue, OnMessage on_message,
                             OnEnded on_ended, Handing handing);
   std::unique_ptr<detail::ConnectionMetrics> metrics_;  // null when ClientOptions::metrics is
+  std::unique_ptr<detail::ConnectionSpans> spans_;      // null unless the observer wants spans
   void end_subscriptions(engine::ChannelId channel, const Error& cause);  // channel 0: all
   std::vector<Subscription> consumers_;  // few per connection: a linear search beats a map
 

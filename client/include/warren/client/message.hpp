@@ -82,6 +82,10 @@ class Delivery {
   // The W3C trace context its headers carried (traceparent, and tracestate viewed in them),
   // read without decoding the other headers; nothing when it carried none or a malformed one.
   [[nodiscard]] std::optional<TraceContext> trace() const noexcept;
+  // The span warren records for this callback (a child of trace(), else a new trace's root),
+  // while the callback runs: the parent for the application's own spans and publishes inside
+  // it. Nothing when no observer wants spans (observer.hpp).
+  [[nodiscard]] std::optional<TraceContext> span() const noexcept;
 
   // Once per view: a second settle of the same view (a layer and its callback both acking,
   // say) fails with invalid_argument and sends nothing, where the broker would close the
