@@ -40,9 +40,9 @@ def counts_become(queue, expected, limit=5.0):
     return c
 
 
-def pipe(*args, timeout=60, driver="uv"):
+def pipe(*args, timeout=60, driver="uv", env=None):
     cmd = [WARREN, "pipe", "--url", URL, "--driver", driver, *args]
-    return subprocess.run(cmd, capture_output=True, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, timeout=timeout, env=env)
 
 
 class SlowProxy:
@@ -156,6 +156,36 @@ class Pipe(unittest.TestCase):
         self.assertNotEqual(traceparent, parent)
         self.assertEqual(text(props.headers["tracestate"]), "congo=t61rcWkgMzE")
         self.assertEqual(body.decode(), f"{traceparent} congo=t61rcWkgMzE")
+
+    def test_a_command_that_hands_back_a_span_of_its_own_becomes_the_outputs_parent(self):
+        # Issue 24: the command starts a span under TRACEPARENT and writes its traceparent (and a
+        # tracestate) to WARREN_TRACEPARENT_FILE; the output names that span. A span of another
+        # trace, or a malformed line, is not taken: the stage's span stands.
+        src, out = self.queue(), self.queue()
+        trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+        self.put(src, b"own", headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01", "tracestate": "a=1"})
+        self.put(src, b"other", headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
+        self.put(src, b"junk", headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
+        cmd = ('body=$(cat); case $body in '
+               f'own) printf "00-{trace}-1111111111111111-01\\nb=2\\n" > "$WARREN_TRACEPARENT_FILE";; '
+               'other) printf "00-0af7651916cd43dd8448eb211c80319c-2222222222222222-01\\n" > "$WARREN_TRACEPARENT_FILE";; '
+               'junk) printf "not a traceparent\\n" > "$WARREN_TRACEPARENT_FILE";; esac; '
+               'printf "%s %s" "$body" "$TRACEPARENT"')
+        with tempfile.TemporaryDirectory() as tmp:
+            self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", cmd,
+                         "--dead-letter-exchange", "", "--dead-letter-routing-key", out, "--count", "3", "--timeout", "30",
+                         env={**os.environ, "TMPDIR": tmp}))
+            self.assertEqual(os.listdir(tmp), [], "the span files are gone with their commands")
+        text = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+        got = {body.decode().split(" ")[0]: (props, body.decode().split(" ")[1]) for props, body in self.take_all(out)}
+        self.assertEqual(sorted(got), ["junk", "other", "own"])
+        own_props, _ = got["own"]
+        self.assertEqual(text(own_props.headers["traceparent"]), f"00-{trace}-1111111111111111-01")
+        self.assertEqual(text(own_props.headers["tracestate"]), "b=2")
+        for name in ("other", "junk"):
+            props, stage_span = got[name]
+            self.assertEqual(text(props.headers["traceparent"]), stage_span, name)
+            self.assertRegex(stage_span, rf"^00-{trace}-[0-9a-f]{{16}}-01$")
 
     def test_a_failing_exec_is_dead_lettered_with_its_envelope(self):
         src, out, dlq = self.queue(), self.queue(), self.queue()

@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "message_json.hpp"
 #include "shell_command.hpp"
+#include "span_file.hpp"
 #include "trace_environment.hpp"
 #include "warren/pipeline/queue_pipeline.hpp"
 #include "warren/pipeline/status_board.hpp"
@@ -48,11 +49,23 @@ struct PipeArgs {
 constexpr auto drain_deadline = std::chrono::seconds(30);
 constexpr const char* pipeline_name = "warren pipe";
 
-// The stage's span (the pipeline made the record's traceparent a child of its input's), for
-// its command; nothing when the record carries no valid traceparent.
-std::vector<std::pair<std::string, std::string>> stage_trace_environment(const pipeline::Record& r) {
-  const auto span = client::TraceContext::from(r.headers);
-  return span ? trace_environment(*span) : std::vector<std::pair<std::string, std::string>>{};
+// The stage: the command runs in the record's span (the pipeline made the record's traceparent
+// a child of its input's), handed to it as TRACEPARENT; a span it hands back through its span
+// file (span_file.hpp) becomes the output's parent. A record without a valid traceparent runs
+// without either.
+std::string run_stage(const std::string& command, pipeline::Record& r) {
+  const auto stage = client::TraceContext::from(r.headers);
+  if (!stage) return run_shell(command, r.body);
+  const SpanFile file;
+  auto environment = trace_environment(*stage);
+  environment.emplace_back("WARREN_TRACEPARENT_FILE", file.path());
+  std::string output = run_shell(command, r.body, std::move(environment));
+  std::string tracestate;
+  if (const auto mine = file.handed_back(*stage, tracestate)) {
+    r.headers.set("traceparent", mine->traceparent());
+    if (!tracestate.empty()) r.headers.set("tracestate", tracestate);
+  }
+  return output;
 }
 
 class PipeJob final : public Job {
@@ -190,7 +203,7 @@ class PipeJob final : public Job {
     std::vector<pipeline::Stage> stages{
         pipeline::Stage::offload(workers_, [&drv](std::function<void()> fn) { drv.post(std::move(fn)); },
                                  [command](pipeline::Record& r) {
-                                   r.body = run_shell(command, r.body, stage_trace_environment(r));
+                                   r.body = run_stage(command, r);
                                    return pipeline::Verdict::next;
                                  })};
     o.on_outcome = [this](const pipeline::Record&, const pipeline::Finished&) {
