@@ -12,6 +12,11 @@ packages=(
   rabbitmq-server socat openssl gcovr
 )
 
+# The trace-context interop test's node peer (tests/interop/otel): Debian's nodejs (18.19) and
+# npm, unless a node with npm is already there (NodeSource's nodejs bundles its npm and
+# conflicts with Debian's).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

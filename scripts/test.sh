@@ -71,6 +71,10 @@ fail_now() {  # a build failed: nothing further can run
 }
 
 timed "install dependencies" scripts/setup-deps.sh || fail_now "installing dependencies"
+# node's amqplib and its OpenTelemetry instrumentation, pinned, for the cli-interop-otel test
+# (npm's registry); a failure here fails that test too, loudly.
+timed "npm packages for the trace interop test" tests/interop/otel/install.sh ||
+  echo "fail installing tests/interop/otel's npm packages (cli-interop-otel fails too)" >>"$ledger"
 
 # ---- The nodes, booting in the background while the default build compiles. Each gets its
 # own ports (a TLS node takes PORT and PORT+1), so no two starts race for one.
