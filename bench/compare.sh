@@ -3,6 +3,7 @@
 # throwaway broker, the same three workloads, several rounds, medians. Writes a Markdown
 # table and a PNG chart.
 #   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR]
+#                    [--baseline DIR]
 #   (default: 5, 200000, 5, no, docs/, build-release). --build names a build directory already
 #   built (the test command's smoke round uses its own build instead of compiling a release);
 #   figures for docs/ come from the release build.
@@ -12,7 +13,10 @@
 # W2 the same with confirms, at most 1,000 unconfirmed, the window topped up once a quarter of
 # it is free (every client alike); W3 consume N pre-filled x 64 B with
 # prefetch 500 and a multiple ack every 100 (from a lazy queue: see fill_queue). The clients
-# take turns in a rotating order. W3 has a fourth client, warren-asio-receive: the same
+# take turns in a rotating order. warren-uv-metrics is warren-uv with the client's metrics on
+# (`--metrics-listen`: every connection counts into a Metrics, served over HTTP, not scraped),
+# and --baseline DIR adds warren-uv-baseline, DIR/tools/warren (another build: warren before a
+# change), so what a change costs is measured in one run. W3 has a fourth client, warren-asio-receive: the same
 # consume through `co_await consumer.receive(...)` (bench/asio_receive.cpp), an owned Message
 # per delivery, with its heap allocations per message counted; and two in throughput mode
 # (warren-uv-batch, warren-asio-batch: `warren perf --read-min-bytes --read-max-wait`).
@@ -29,6 +33,7 @@ scale_seconds=5
 io_uring=0
 out=docs
 build=
+baseline=
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
@@ -37,7 +42,8 @@ while (($#)); do
     --io-uring) io_uring=1; shift ;;
     --out) out=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR]" >&2; exit 2 ;;
+    --baseline) baseline=$2; shift 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR]" >&2; exit 2 ;;
   esac
 done
 scripts/setup-deps.sh
@@ -52,12 +58,16 @@ receive=$build/bench/bench-asio-receive
 for program in "$warren" "$rmqc" "$receive"; do
   [[ -x $program ]] || { echo "compare.sh: $program is not built" >&2; exit 1; }
 done
-extra_clients=()
+extra_clients=(warren-uv-metrics)
+if [[ -n $baseline ]]; then
+  [[ -x $baseline/tools/warren ]] || { echo "compare.sh: $baseline/tools/warren is not built" >&2; exit 1; }
+  extra_clients+=(warren-uv-baseline)
+fi
 if ((io_uring)); then
   [[ -f build-release-uring/build.ninja ]] ||
     meson setup build-release-uring -Dbuildtype=release -Dtests=false -Dbench=false -Dasio_io_uring=true >/dev/null
   ninja -C build-release-uring tools/warren >/dev/null
-  extra_clients=(warren-asio-uring)
+  extra_clients+=(warren-asio-uring)
 fi
 pika=bench/pika_perf.py
 pika_count=$((count < 50000 ? count : 50000))
@@ -92,13 +102,15 @@ command_for() {
   local client=$1 workload=$2 n=$3 queue="bench-$2" kind
   case $workload in W1) kind=publish ;; W2) kind=confirm ;; W3) kind=consume ;; esac
   case $client in
-    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch | warren-asio-uring)
+    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch | warren-asio-uring | warren-uv-metrics | warren-uv-baseline)
       local driver=${client#warren-} extra=() warren=$warren
       if [[ $driver == *-batch ]]; then driver=${driver%-batch}; extra=("${batch[@]}"); fi
       if [[ $driver == *-uring ]]; then driver=${driver%-uring}; warren=build-release-uring/tools/warren; fi
+      if [[ $driver == *-metrics ]]; then driver=${driver%-metrics}; extra=(--metrics-listen 127.0.0.1:0); fi
+      if [[ $driver == *-baseline ]]; then driver=${driver%-baseline}; warren=$baseline/tools/warren; fi
       case $workload in
-        W1) echo "$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$n" -c 0 -u "$queue" --json --url "$url" ;;
-        W2) echo "$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$n" -c 1000 -u "$queue" --json --url "$url" ;;
+        W1) echo "$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$n" -c 0 -u "$queue" "${extra[@]}" --json --url "$url" ;;
+        W2) echo "$warren" perf --driver "$driver" -x 1 -y 0 -s 64 -C "$n" -c 1000 -u "$queue" "${extra[@]}" --json --url "$url" ;;
         W3) echo "$warren" perf --driver "$driver" -x 0 -y 1 -D "$n" -q 500 -A 100 -u "$queue" "${extra[@]}" --json --url "$url" ;;
       esac ;;
     rabbitmq-c) echo "$rmqc" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" ;;
@@ -164,7 +176,9 @@ for ((r = 0; r < rounds; r++)); do
 done
 echo "syscalls per message"
 for w in W1 W2 W3; do
-  clients=(warren-uv warren-asio rabbitmq-c pika "${extra_clients[@]}")
+  # warren-uv-metrics and -baseline make the same calls as warren-uv: counted once.
+  clients=(warren-uv warren-asio rabbitmq-c pika)
+  for c in "${extra_clients[@]}"; do [[ $c == warren-uv-metrics || $c == warren-uv-baseline ]] || clients+=("$c"); done
   [[ $w == W3 ]] && clients+=(warren-uv-batch warren-asio-batch)
   for c in "${clients[@]}"; do syscalls "$c" "$w"; done
 done

@@ -102,6 +102,34 @@ if push and stream and push["cpu"] > 0:
         "message in steady state (counted between the 10% and 90% marks of the run).",
     ]
 
+# What observability costs: warren-uv with metrics on, and (with --baseline) another build of
+# warren-uv, against warren-uv in the same run.
+cost_clients = ["warren-uv-metrics", "warren-uv-baseline"]
+costs = {(c, w): cell(c, w) for c in cost_clients for w in workloads}
+if any(costs.values()):
+    lines += [
+        "",
+        "## What observability costs",
+        "",
+        "warren-uv with the client's metrics on (warren-uv-metrics: `--metrics-listen`, every "
+        "connection counting into a `Metrics`, not scraped during the run) and, where measured, "
+        "warren-uv-baseline: the build `bench/compare.sh --baseline DIR` named (warren before a "
+        "change), each against warren-uv in the same rounds. No observer is set in any of them.",
+        "",
+        "| workload | client | CPU µs/msg | vs warren-uv |",
+        "|---|---|---:|---:|",
+    ]
+    for w in workloads:
+        base = table[("warren-uv", w)]
+        if base:
+            lines.append(f"| {w} | warren-uv | {base['cpu']:.2f} | 1.00 |")
+        for c in cost_clients:
+            v = costs[(c, w)]
+            if v is None:
+                continue
+            ratio = f"{v['cpu'] / base['cpu']:.2f}" if base and base["cpu"] > 0 else "-"
+            lines.append(f"| {w} | {c} | {v['cpu']:.2f} | {ratio} |")
+
 # Syscalls per message, one strace -c run per client and workload.
 names = ["epoll_wait", "poll", "io_uring_enter", "recvfrom", "read", "sendmsg", "sendto", "write", "epoll_ctl",
          "setsockopt", "timerfd_settime"]
