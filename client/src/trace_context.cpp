@@ -61,8 +61,6 @@ void fill_random(std::array<std::uint8_t, N>& out) {
 
 }  // namespace
 
-bool TraceContext::valid() const noexcept { return !all_zero(trace_id) && !all_zero(span_id); }
-
 std::array<char, 55> TraceContext::traceparent_chars() const noexcept {
   std::array<char, 55> out{};
   char* p = out.data();

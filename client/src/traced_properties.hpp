@@ -15,8 +15,12 @@ namespace warren::client::detail {
 
 class TracedProperties {
  public:
-  TracedProperties(const Publish& p, const TraceContext& trace) : properties_(p.properties) {
+  // Without a context the publish's own properties are used as they are, not copied: this is
+  // on every publish's path.
+  TracedProperties(const Publish& p, const TraceContext& trace) : used_(&p.properties) {
     if (!trace.valid()) return;
+    properties_ = p.properties;
+    used_ = &properties_;
     traceparent_ = trace.traceparent_chars();
     // An empty tracestate removes one the headers had: it belonged to another trace's span.
     entries_ = {wire::StringEntry{"traceparent", std::string_view(traceparent_.data(), traceparent_.size())},
@@ -26,12 +30,13 @@ class TracedProperties {
   TracedProperties(const TracedProperties&) = delete;
   TracedProperties& operator=(const TracedProperties&) = delete;
 
-  [[nodiscard]] const wire::BasicProperties& get() const noexcept { return properties_; }
+  [[nodiscard]] const wire::BasicProperties& get() const noexcept { return *used_; }
 
  private:
   std::array<char, 55> traceparent_{};
   std::array<wire::StringEntry, 2> entries_{};
   wire::BasicProperties properties_;
+  const wire::BasicProperties* used_;
 };
 
 // The context a message's headers carry (traceparent, and tracestate viewed in them), read
