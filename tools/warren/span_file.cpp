@@ -1,5 +1,6 @@
 #include "span_file.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
