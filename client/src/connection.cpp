@@ -189,10 +189,11 @@ void Connection::flush() {
 void Connection::pump() {
   loop_thread_->id.store(std::this_thread::get_id(), std::memory_order_relaxed);
   if (!engine_) return;
-  if (dispatching_) {  // a callback's command: write, and let the outer loop poll
-    flush();
-    return;
-  }
+  // A callback's command: the outer loop polls, and writes once its events are dispatched, so
+  // what every callback of one read queued goes out in one write. (Flushing here sent a
+  // confirm callback's first publish alone and the rest a loop turn later: two writes and an
+  // extra epoll_wait per window top-up.)
+  if (dispatching_) return;
   auto keep = shared_from_this();  // a callback may drop the last reference
   dispatching_ = true;
   while (auto e = engine_->poll_event()) dispatch(*e);

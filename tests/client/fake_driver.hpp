@@ -1071,6 +1071,7 @@ class FakeDriver final : public client::Driver {
   std::map<std::uint16_t, FakeBroker::Config> broker_configs;
   int dials = 0;
   std::vector<std::uint16_t> dialled;  // every dial's port, in order
+  std::size_t stream_writes = 0;       // writes the clients' streams made, all of them
   // A model broker whose TTLs run on this clock: its queues' heads expire as time passes.
   void run_world_clock(BrokerWorld& world) {
     timed_world_ = &world;
@@ -1313,6 +1314,7 @@ class FakeDriver final : public client::Driver {
 
     void write(std::span<const std::span<const std::byte>> parts) override {
       if (stalled) return;  // never completes
+      ++driver.stream_writes;
       last_write = driver.now_;
       std::vector<std::byte> bytes;
       for (auto p : parts) bytes.insert(bytes.end(), p.begin(), p.end());

@@ -83,6 +83,30 @@ TEST_F(ConnectionTest, a_consume_with_its_own_tag_receives_its_deliveries) {
   EXPECT_EQ(bodies, (std::vector<std::string>{"one", "two"}));
 }
 
+// What the callbacks of one read send goes out in one write, after the read's events are
+// dispatched. A callback's publish used to flush at once: the first went out alone and the
+// rest a loop turn later, when that write completed (issue 26's W2 profile: two writes and an
+// extra epoll_wait per confirm window top-up).
+TEST_F(ConnectionTest, what_the_callbacks_of_one_read_send_goes_out_in_one_write) {
+  auto c = connected();
+  auto ch = channel(*c);
+  client::Consumer consumer;
+  ch.consume({.queue = "q", .tag = "mine"},
+             [&](const client::Delivery& d) {
+               for (int i = 0; i < 3; ++i) (void)ch.publish({.routing_key = "elsewhere"}, d.body_text());
+               (void)d.ack();
+             },
+             [&](Result<client::Consumer> r) {
+               if (r) consumer = std::move(*r);
+             });
+  driver.run();
+  ASSERT_TRUE(consumer.active());
+  const auto before = driver.stream_writes;
+  driver.last_broker().deliver("one");
+  driver.run();
+  EXPECT_EQ(driver.stream_writes - before, 1u) << "three publishes and an ack, from one read";
+}
+
 // Finding 4: a publish that fails at once with no callback given called the empty callback
 // (std::bad_function_call on the loop): on an empty handle, on a closed one, and refused by
 // a connection that is closing.
