@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark: warren (libuv and Asio drivers), rabbitmq-c and pika on one
-# throwaway broker, the same three workloads, several rounds, medians. Writes a Markdown
-# table and a PNG chart.
+# The side-by-side benchmark: warren (libuv and Asio drivers) against the clients teams pick
+# (amqp091-go, the Java client, amqplib), rabbitmq-c and pika, and the wire floor (no client:
+# bench/wire_floor.cpp), on one throwaway broker, the same three workloads, several rounds,
+# medians. Writes a Markdown table and a PNG chart.
 #   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR]
 #                    [--baseline DIR]
 #   (default: 5, 200000, 5, no, docs/, build-release). --build names a build directory already
@@ -20,8 +21,11 @@
 # consume through `co_await consumer.receive(...)` (bench/asio_receive.cpp), an owned Message
 # per delivery, with its heap allocations per message counted; and two in throughput mode
 # (warren-uv-batch, warren-asio-batch: `warren perf --read-min-bytes --read-max-wait`).
-# pika (bench/pika_perf.py) moves at most 50,000 messages a run: it is some 50 times slower,
-# and CPU per message is what is compared.
+# pika (bench/pika_perf.py) and the peers in bench/peers (amqp091-go, java, amqplib: built by
+# bench/peers/build.sh from Debian's packages and npm) move at most 50,000 messages a run: they
+# are 5 to 50 times slower, and CPU per message is what is compared. java-warm is the Java
+# client after as many messages again unmeasured (the JIT warm); java's rows also give its
+# whole process's CPU, JVM start-up included.
 # Then, once each: the syscalls per message of every client (strace -c, a quarter of the
 # count), the latency of the default and the throughput mode at a rate the broker sustains
 # (L), and how cost grows with connections and channels (bench/scale.sh).
@@ -47,15 +51,19 @@ while (($#)); do
   esac
 done
 scripts/setup-deps.sh
+scripts/setup-deps.sh --bench-peers
 if [[ -z $build ]]; then
   build=build-release
   [[ -f build-release/build.ninja ]] || meson setup build-release -Dbuildtype=release -Dtests=false >/dev/null
-  ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receive >/dev/null
+  ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receive bench/wire-floor >/dev/null
 fi
 warren=$build/tools/warren
 rmqc=$build/bench/rabbitmqc-perf
 receive=$build/bench/bench-asio-receive
-for program in "$warren" "$rmqc" "$receive"; do
+floor=$build/bench/wire-floor
+peers=$build/peers
+bench/peers/build.sh "$peers"
+for program in "$warren" "$rmqc" "$receive" "$floor" "$peers/amqp091-go-perf" "$peers/java-perf" "$peers/amqplib-perf"; do
   [[ -x $program ]] || { echo "compare.sh: $program is not built" >&2; exit 1; }
 done
 extra_clients=(warren-uv-metrics)
@@ -71,6 +79,7 @@ if ((io_uring)); then
 fi
 pika=bench/pika_perf.py
 pika_count=$((count < 50000 ? count : 50000))
+peer_clients=(amqp091-go java java-warm amqplib)
 # Throughput mode for the -batch rows and the latency section.
 batch=(--read-min-bytes 32768 --read-max-wait 2000)
 
@@ -114,12 +123,24 @@ command_for() {
         W3) echo "$warren" perf --driver "$driver" -x 0 -y 1 -D "$n" -q 500 -A 100 -u "$queue" "${extra[@]}" --json --url "$url" ;;
       esac ;;
     rabbitmq-c) echo "$rmqc" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" ;;
+    wire-floor) echo "$floor" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" ;;
+    amqp091-go | amqplib) echo "$peers/$client-perf" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" ;;
+    java) echo "$peers/java-perf" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" ;;
+    java-warm) echo "$peers/java-perf" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" --warmup "$n" ;;
     pika) echo /usr/bin/python3 "$pika" --port "$RMQ_PORT" --queue "$queue" --workload "$kind" --count "$n" ;;
     warren-asio-receive) echo "$receive" --port "$RMQ_PORT" --queue "$queue" --mode receive --count "$n" ;;
   esac
 }
 
-messages_for() { [[ $1 == pika ]] && echo "$pika_count" || echo "$count"; }
+messages_for() {
+  case $1 in
+    pika | amqp091-go | java | java-warm | amqplib) echo "$pika_count" ;;
+    *) echo "$count" ;;
+  esac
+}
+# What a run moves before it measures: java-warm's warm-up is as many messages again (W3's
+# queue holds both).
+unmeasured_for() { [[ $1 == java-warm ]] && messages_for "$1" || echo 0; }
 
 prepare() {  # prepare WORKLOAD N: the queue as the workload starts
   case $1 in
@@ -132,7 +153,7 @@ prepare() {  # prepare WORKLOAD N: the queue as the workload starts
 run() {
   local client=$1 workload=$2 n line
   n=$(messages_for "$client")
-  prepare "$workload" "$n"
+  prepare "$workload" "$((n + $(unmeasured_for "$client")))"
   # shellcheck disable=SC2046  # the command line is words, none with spaces
   line=$($(command_for "$client" "$workload" "$n") 2>/dev/null)
   echo "{\"client\":\"$client\",\"workload\":\"$workload\",\"result\":$line}" >>"$results"
@@ -167,7 +188,7 @@ PY
 for ((r = 0; r < rounds; r++)); do
   echo "round $((r + 1)) of $rounds"
   for w in W1 W2 W3; do
-    clients=(warren-uv warren-asio rabbitmq-c pika "${extra_clients[@]}")
+    clients=(warren-uv warren-asio rabbitmq-c pika wire-floor "${peer_clients[@]}" "${extra_clients[@]}")
     [[ $w == W3 ]] && clients+=(warren-asio-receive warren-uv-batch warren-asio-batch)
     for ((i = 0; i < ${#clients[@]}; i++)); do
       run "${clients[(i + r) % ${#clients[@]}]}" "$w"
@@ -177,7 +198,8 @@ done
 echo "syscalls per message"
 for w in W1 W2 W3; do
   # warren-uv-metrics and -baseline make the same calls as warren-uv: counted once.
-  clients=(warren-uv warren-asio rabbitmq-c pika)
+  # The JVM under strace -f is another program (its threads' safepoints): not counted.
+  clients=(warren-uv warren-asio rabbitmq-c pika wire-floor amqp091-go amqplib)
   for c in "${extra_clients[@]}"; do [[ $c == warren-uv-metrics || $c == warren-uv-baseline ]] || clients+=("$c"); done
   [[ $w == W3 ]] && clients+=(warren-uv-batch warren-asio-batch)
   for c in "${clients[@]}"; do syscalls "$c" "$w"; done
@@ -195,6 +217,18 @@ for client in warren-uv warren-uv-batch warren-asio warren-asio-batch; do
   reset_queue bench-L
   line=$("$warren" perf --driver "$driver" -x 1 -y 1 -s 64 -r 10000 -z "$latency_seconds" -q 500 -A 100 -u bench-L \
     "${extra[@]}" --json --url "$url" 2>/dev/null)
+  echo "{\"client\":\"$client\",\"result\":$line}" >>"$latency_results"
+  echo "  $client L: $line"
+done
+# The peers the same way: one producer and one consumer (two channels of one connection), paced
+# at 10,000 msg/s; java-warm after as many seconds' worth unmeasured.
+for client in amqp091-go java-warm amqplib; do
+  program=$peers/${client%-warm}-perf
+  extra=()
+  [[ $client == java-warm ]] && extra=(--warmup $((10000 * latency_seconds)))
+  reset_queue bench-L
+  line=$("$program" --port "$RMQ_PORT" --queue bench-L --workload latency --rate 10000 --seconds "$latency_seconds" \
+    "${extra[@]}" 2>/dev/null)
   echo "{\"client\":\"$client\",\"result\":$line}" >>"$latency_results"
   echo "  $client L: $line"
 done

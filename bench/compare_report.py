@@ -2,7 +2,8 @@
 docs/benchmarks-scale.png.
 
 Medians per client and workload of msgs/s, CPU microseconds per message (user + sys, from
-getrusage) and peak RSS, and the ratio to rabbitmq-c of CPU per message; syscalls per message;
+getrusage) and peak RSS, and the ratio of CPU per message to rabbitmq-c, to the best peer (the
+cheapest other client) and to the wire floor (no client); syscalls per message;
 latency at a sustained rate in the default and the throughput mode; the scale runs.
 """
 import json
@@ -24,8 +25,13 @@ runs = read_lines(results_path)
 syscall_runs = read_lines(syscalls_path)
 latency_runs = read_lines(latency_path)
 scale_runs = read_lines(scale_path)
-clients = ["warren-uv", "warren-asio", "rabbitmq-c", "pika", "warren-asio-uring", "warren-asio-receive",
-           "warren-uv-batch", "warren-asio-batch"]
+clients = ["warren-uv", "warren-asio", "rabbitmq-c", "pika", "amqp091-go", "java", "java-warm", "amqplib",
+           "wire-floor", "warren-asio-uring", "warren-asio-receive", "warren-uv-batch", "warren-asio-batch"]
+# The clients warren is measured against: the best of them in a workload is "the best peer".
+peers = ["rabbitmq-c", "pika", "amqp091-go", "java", "java-warm", "amqplib"]
+# How a row is named: the Java client's cold run is reported as its whole process's CPU (JVM
+# start-up included), its warm run as the measured phase after as many messages unmeasured.
+shown = {"java": "java, whole process", "java-warm": "java, warm"}
 charted = ["warren-uv", "warren-asio", "rabbitmq-c", "warren-uv-batch", "warren-asio-batch"]
 workloads = {
     "W1": "publish 64 B, no confirms",
@@ -39,9 +45,10 @@ def cell(client, workload):
     if not rs:
         return None
     rate_key = "receive_rate" if workload == "W3" else "send_rate"
+    cpu_key = "process_cpu_us_per_msg" if client == "java" else "cpu_us_per_msg"
     return {
         "rate": statistics.median(r[rate_key] for r in rs),
-        "cpu": statistics.median(r["cpu_us_per_msg"] for r in rs),
+        "cpu": statistics.median(r[cpu_key] for r in rs),
         "rss": statistics.median(r["peak_rss_kb"] for r in rs) / 1024,
         "allocs": statistics.median(r["allocs_per_msg"] for r in rs) if all("allocs_per_msg" in r for r in rs) else None,
         "n": len(rs),
@@ -58,18 +65,34 @@ def cmd(*args):
 cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 table = {(c, w): cell(c, w) for c in clients for w in workloads}
 lines = [
-    "# Benchmarks: warren against rabbitmq-c and pika",
+    "# Benchmarks: warren against amqp091-go, the Java client, amqplib, rabbitmq-c and pika, and the wire floor",
     "",
     "Written by `bench/compare.sh` (do not edit by hand). Each cell is the median of "
-    f"{rounds} rounds of {int(count):,} messages (pika: {int(pika_count):,}, it is that much "
-    "slower); the clients take turns on one broker.",
+    f"{rounds} rounds of {int(count):,} messages (pika, amqp091-go, java and amqplib: "
+    f"{int(pika_count):,}, they are that much slower); the clients take turns on one broker.",
     "",
     f"- machine: {os.cpu_count()} cores, {cpu_model}, Linux {platform.release()}",
     f"- broker: RabbitMQ {rabbitmq_version} on Erlang/OTP {otp_release}, on the same host (loopback)",
     f"- clients: warren {cmd('git', 'rev-parse', '--short', 'HEAD')} (release build, GCC), "
     f"rabbitmq-c {cmd('dpkg-query', '-W', '-f', '${Version}', 'librabbitmq4')} (Debian's librabbitmq4), "
     f"pika {cmd('dpkg-query', '-W', '-f', '${Version}', 'python3-pika')} (Debian's python3-pika, "
-    "BlockingConnection; SelectConnection for W2)",
+    "BlockingConnection; SelectConnection for W2), "
+    f"amqp091-go {cmd('dpkg-query', '-W', '-f', '${Version}', 'golang-github-rabbitmq-amqp091-go-dev')} "
+    f"(Debian's, Go {cmd('go', 'env', 'GOVERSION')}), the Java client "
+    f"{cmd('dpkg-query', '-W', '-f', '${Version}', 'librabbitmq-client-java')} (Debian's, on OpenJDK "
+    f"{cmd('dpkg-query', '-W', '-f', '${Version}', 'openjdk-17-jdk-headless')}), amqplib "
+    f"{json.load(open('bench/peers/node/package.json'))['dependencies']['amqplib']} (npm, on node "
+    f"{cmd('node', '--version')}); each written as a performance-minded user of it would (bench/peers/)",
+    "- the peers: amqp091-go publishes from one goroutine with `NotifyPublish` confirms; the Java "
+    "client with `confirmSelect` and an asynchronous `ConfirmListener`; amqplib on a `ConfirmChannel` "
+    "with callbacks; all consume with prefetch 500 and a multiple ack every 100. Debian's amqp091-go "
+    "(1.5.0) writes every frame with its own write (fixed upstream in 1.6.0) and its Java client is "
+    "5.0.0: newer releases of both may do better; amqplib is current.",
+    "- java, whole process: the Java client's CPU from JVM start to exit over the messages moved; "
+    "java, warm: its measured phase after as many messages again unmeasured (the JIT warm).",
+    "- wire-floor (bench/wire_floor.cpp) is no client at all: frames encoded once and written in "
+    "large writes, confirms and deliveries found by walking frame boundaries, a multiple ack every "
+    "100. Its CPU per message is what the kernel and the broker's pace cost any client here.",
     "- warren-asio-uring (when measured) is the Asio driver built with `-Dasio_io_uring=true`: "
     "Asio on io_uring instead of epoll, the same program otherwise.",
     "- warren-uv-batch and warren-asio-batch are the same consumer in throughput mode: "
@@ -80,17 +103,35 @@ lines = [
     f"- load: the 1-minute load average was {load_average} as the runs ended (2 cores; above about 1, "
     "other work shared the machine and every client's CPU per message is inflated alike).",
     "",
-    "| workload | client | msgs/s | CPU µs/msg | peak RSS (MiB) | CPU vs rabbitmq-c |",
-    "|---|---|---:|---:|---:|---:|",
+    "| workload | client | msgs/s | CPU µs/msg | peak RSS (MiB) | CPU vs rabbitmq-c | vs best peer | vs wire floor |",
+    "|---|---|---:|---:|---:|---:|---:|---:|",
 ]
+
+
+def ratio(v, base):
+    return f"{v['cpu'] / base['cpu']:.2f}" if base and base["cpu"] > 0 else "-"
+
+
+def best_peer(w):
+    measured = [(table[(c, w)]["cpu"], c) for c in peers if table[(c, w)]]
+    return min(measured) if measured else None
+
+
 for w, what in workloads.items():
-    base = table[("rabbitmq-c", w)]
+    base, floor = table[("rabbitmq-c", w)], table[("wire-floor", w)]
+    best = best_peer(w)
+    best_cell = table[(best[1], w)] if best else None
     for c in clients:
         v = table[(c, w)]
         if v is None:
             continue
-        ratio = f"{v['cpu'] / base['cpu']:.2f}" if base and base["cpu"] > 0 else "-"
-        lines.append(f"| {w}: {what} | {c} | {v['rate']:,.0f} | {v['cpu']:.2f} | {v['rss']:.1f} | {ratio} |")
+        lines.append(f"| {w}: {what} | {shown.get(c, c)} | {v['rate']:,.0f} | {v['cpu']:.2f} | {v['rss']:.1f} | "
+                     f"{ratio(v, base)} | {ratio(v, best_cell)} | {ratio(v, floor)} |")
+lines.append("")
+for w in workloads:
+    best = best_peer(w)
+    if best:
+        lines.append(f"- {w}: the best peer is {shown.get(best[1], best[1])} ({best[0]:.2f} µs/msg).")
 push, stream = table[("warren-asio", "W3")], table[("warren-asio-receive", "W3")]
 if push and stream and push["cpu"] > 0:
     lines += [
@@ -159,16 +200,25 @@ if latency_runs:
         "## Latency at a sustained rate (L)",
         "",
         "One producer and one consumer in one process, 64 B at 10,000 msg/s (`warren perf -x 1 -y 1 "
-        "-r 10000`), prefetch 500, a multiple ack every 100: the broker keeps up, so the latency "
-        "(publish to delivery callback) is the clients'. CPU covers both the producer and the consumer.",
+        "-r 10000`; the peers' programs with `--workload latency --rate 10000`), prefetch 500, a "
+        "multiple ack every 100: the broker keeps up, so the latency (publish to delivery callback) "
+        "is the clients'. CPU covers both the producer and the consumer.",
         "",
         "| client | received msgs/s | latency p50 (µs) | latency p99 (µs) | CPU µs/msg |",
         "|---|---:|---:|---:|---:|",
     ]
     for r in latency_runs:
         v = r["result"]
-        lines.append(f"| {r['client']} | {v['receive_rate']:,.0f} | {v['latency_us']['p50']:,.0f} | "
+        lines.append(f"| {shown.get(r['client'], r['client'])} | {v['receive_rate']:,.0f} | {v['latency_us']['p50']:,.0f} | "
                      f"{v['latency_us']['p99']:,.0f} | {v['cpu_us_per_msg']:.2f} |")
+    by_client = {r["client"]: r["result"] for r in latency_runs}
+    peer_p99 = [(by_client[c]["latency_us"]["p99"], c) for c in peers if c in by_client]
+    if peer_p99 and "warren-uv" in by_client:
+        p99, c = min(peer_p99)
+        lines += ["", f"At default settings warren-uv's p99 is {by_client['warren-uv']['latency_us']['p99']:,.0f} µs "
+                      f"and warren-asio's {by_client.get('warren-asio', {}).get('latency_us', {}).get('p99', float('nan')):,.0f} µs; "
+                      f"the best peer's is {shown.get(c, c)}'s, {p99:,.0f} µs. The peers run producer and consumer "
+                      "on two channels of one connection, warren perf on two connections."]
 
 # Scale.
 if scale_runs:

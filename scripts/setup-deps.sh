@@ -4,16 +4,22 @@
 # starting: warren's scripts start throwaway nodes of their own.
 set -euo pipefail
 
-packages=(
-  g++ meson ninja-build pkg-config cmake python3 python3-pika
-  libuv1-dev libasio-dev libssl-dev libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev python3-prometheus-client librabbitmq-dev gnuplot-nox strace liburing-dev
-  clang-14 libclang-rt-14-dev llvm-14
-  rabbitmq-server socat openssl gcovr
-)
-
-# The trace-context interop test's node peer (tests/interop/otel): Debian's nodejs (18.19) and
-# npm, unless a node with npm is already there (NodeSource's nodejs bundles its npm and
+# --bench-peers: only the benchmark's peer clients (bench/peers: amqp091-go, the Java client),
+# which bench/compare.sh needs and nothing else does; the test command installs them beside
+# its build rather than before it.
+if [[ ${1:-} == --bench-peers ]]; then
+  packages=(golang-go golang-github-rabbitmq-amqp091-go-dev librabbitmq-client-java libslf4j-java openjdk-17-jdk-headless)
+else
+  packages=(
+    g++ meson ninja-build pkg-config cmake python3 python3-pika
+    libuv1-dev libasio-dev libssl-dev libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
+    libcli11-dev nlohmann-json3-dev libcpp-httplib-dev python3-prometheus-client librabbitmq-dev gnuplot-nox strace liburing-dev
+    clang-14 libclang-rt-14-dev llvm-14
+    rabbitmq-server socat openssl gcovr
+  )
+fi
+# The trace-context interop test's node peer (tests/interop/otel) and the benchmark's amqplib
+# peer: Debian's nodejs (18.19) and npm, unless a node with npm is already there (NodeSource's nodejs bundles its npm and
 # conflicts with Debian's).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 

@@ -145,6 +145,14 @@ configure_sanitizer_builds() {
 }
 timed "configure: sanitizer and fuzz builds (beside the build)" configure_sanitizer_builds >"$work/configure.log" 2>&1 &
 configure_pid=$!
+# The benchmark's peer clients (amqp091-go and the Java client from Debian, amqplib from npm),
+# installed and built beside the build for the benchmark smoke round, which waits for their
+# exit status in peers.rc.
+bench_peers() {
+  scripts/setup-deps.sh --bench-peers && bench/peers/build.sh build-ci/peers
+  echo $? >"$work/peers.rc"
+}
+timed "benchmark peers: install and build (beside the build)" bench_peers >"$work/peers.log" 2>&1 &
 timed "build: default (build-ci)" ninja -C build-ci || fail_now "the default build"
 wait "$configure_pid" || { tail -n 40 "$work/configure.log"; echo "test.sh: configuring a sanitizer build failed" >&2; }
 wait "$nodes_pid"
@@ -229,10 +237,16 @@ cmake_install_check() {
 # The side-by-side benchmark script, one small round on the default build's programs, so it
 # keeps working (the figures in docs/benchmarks.md come from a full run: bench/compare.sh).
 bench_smoke() {
-  local out
+  local out waited=0
+  while [[ ! -f $work/peers.rc ]] && ((waited++ < 600)); do sleep 1; done
+  if [[ $(cat "$work/peers.rc" 2>/dev/null) != 0 ]]; then
+    cat "$work/peers.log"
+    echo "bench_smoke: the peer clients were not installed and built (above)" >&2
+    return 1
+  fi
   out=$(mktemp -d)
   bench/compare.sh --build build-ci --rounds 1 --count 2000 --scale-seconds 1 --out "$out" >"$out/log" 2>&1 &&
-    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 15 && [[ -s $out/benchmarks.png && -s $out/benchmarks-scale.png ]] &&
+    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 30 && [[ -s $out/benchmarks.png && -s $out/benchmarks-scale.png ]] &&
     grep -q '^| warren-uv-batch |' "$out/benchmarks.md" && grep -q '^| W3 | warren-uv-metrics |' "$out/benchmarks.md" && grep -q '^| asio | 1 × 100 |' "$out/benchmarks.md"
   local rc=$?
   ((rc == 0)) || tail -n 30 "$out/log"
