@@ -258,6 +258,12 @@ lines += [
     "(W2 for each batch of confirms, W3 for each burst of deliveries) costs microseconds per "
     "message whichever client runs; W1, which never waits for the broker, shows the client's "
     "own cost.",
+    "- The wire floor does nothing a client could skip: where a client is close to it (W2, W3) "
+    "what is left is the kernel's cost per wake-up and the broker's pace, and fewer wake-ups "
+    "(throughput mode) is the only way below it. In W1 the floor writes frames encoded once, "
+    "so its ratio is what encoding each message costs a client: the user-space share of W1.",
+    "- The peers' figures are their own processes' CPU: the Go runtime's and the JVM's threads "
+    "(garbage collection, the JIT on the cold run) count, as they do in a service running them.",
     "- Throughput mode cuts the wake-ups: the kernel holds the bytes until the mark "
     "(SO_RCVLOWAT) and the client reads them in one go, at the price of at most max_wait of "
     "latency while messages keep coming (the L table).",

@@ -361,9 +361,15 @@ start_lane "broker B" lane_broker_b
 start_lane "faults and cluster" lane_faults
 start_lane "asan" lane_asan nice
 start_lane "tsan and fuzzers" lane_tsan_fuzz nice
-# Each lane's output in one piece, as it ends.
-for _ in "${lane_pids[@]}"; do
+# Each lane's output in one piece, as it ends. Other background jobs (the benchmark peers'
+# install) may end meanwhile: they are not lanes, and are passed over.
+lanes_left=${#lane_pids[@]}
+while ((lanes_left > 0)); do
+  ended=
   wait -n -p ended
+  (($? == 127)) && [[ -z $ended ]] && break  # no child left to wait for
+  [[ -n $ended && -n ${lane_names[$ended]+set} ]] || continue
+  lanes_left=$((lanes_left - 1))
   echo
   echo "##### lane ${lane_names[$ended]}"
   cat "$work/lane-${lane_names[$ended]}.log"
