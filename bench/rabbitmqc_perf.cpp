@@ -16,12 +16,12 @@
 #include <string>
 #include <thread>
 
+#include "perf_summary.hpp"
 #include "process_usage.hpp"
 
 namespace {
 
 using warren::cli::cpu_seconds;
-using warren::cli::peak_rss_kb;
 
 [[noreturn]] void die(const char* what, const char* why) {
   std::fprintf(stderr, "rabbitmqc-perf: %s: %s\n", what, why);
@@ -129,15 +129,7 @@ int main(int argc, char** argv) {
       amqp_destroy_envelope(&envelope);
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double cpu = cpu_seconds() - cpu_start;
-  const double per = static_cast<double>(sent > received ? sent : received);
-  std::printf(
-      "{\"sent\":%llu,\"confirmed\":%llu,\"received\":%llu,\"seconds\":%.6f,\"send_rate\":%.1f,\"receive_rate\":%.1f,"
-      "\"cpu_seconds\":%.6f,\"cpu_us_per_msg\":%.4f,\"peak_rss_kb\":%ld}\n",
-      static_cast<unsigned long long>(sent), static_cast<unsigned long long>(confirmed),
-      static_cast<unsigned long long>(received), seconds, static_cast<double>(sent) / seconds,
-      static_cast<double>(received) / seconds, cpu, cpu * 1e6 / per, peak_rss_kb());
+  warren::bench::print_summary(sent, confirmed, received, start, cpu_start);
   amqp_channel_close(conn, 1, AMQP_REPLY_SUCCESS);
   amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
   amqp_destroy_connection(conn);

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf_summary.hpp"
 #include "process_usage.hpp"
 #include "warren/wire/frame_writer.hpp"
 #include "warren/wire/method.hpp"
@@ -51,7 +52,6 @@ namespace {
 
 using namespace warren::wire;
 using warren::cli::cpu_seconds;
-using warren::cli::peak_rss_kb;
 using Bytes = std::vector<std::byte>;
 
 constexpr const char* usage =
@@ -522,16 +522,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double cpu = cpu_seconds() - cpu_start;
-  const double per = static_cast<double>(sent > received ? sent : received);
-  std::printf(
-      "{\"sent\":%llu,\"confirmed\":%llu,\"received\":%llu,\"seconds\":%.6f,\"send_rate\":%.1f,\"receive_rate\":%.1f,"
-      "\"cpu_seconds\":%.6f,\"cpu_us_per_msg\":%.4f,\"peak_rss_kb\":%ld}\n",
-      static_cast<unsigned long long>(sent), static_cast<unsigned long long>(confirmed),
-      static_cast<unsigned long long>(received), seconds, static_cast<double>(sent) / seconds,
-      static_cast<double>(received) / seconds, cpu, cpu * 1e6 / per, peak_rss_kb());
-  std::fflush(stdout);
+  warren::bench::print_summary(sent, confirmed, received, start, cpu_start);
   if (args.stats)
     std::fprintf(stderr,
                  "wire-floor: measured phase: %llu reads (%llu EAGAIN), %llu writes (%llu short, %llu EAGAIN), "

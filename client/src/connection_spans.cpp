@@ -98,44 +98,34 @@ void ConnectionSpans::hand_over(const Pending& p, const Error* error) const {
 void ConnectionSpans::begin_process(const engine::Message& m, std::string_view queue) {
   const wire::BasicProperties none{};
   const wire::BasicProperties& properties = m.properties ? *m.properties : none;
-  Processing p;
-  p.parent = trace_of(properties);
-  p.context = p.parent ? p.parent->child() : TraceContext::new_root();
-  p.exchange = m.exchange;
-  p.routing_key = m.routing_key;
-  p.queue = queue;
-  p.message_id = text_or_empty(properties.message_id);
-  p.correlation_id = text_or_empty(properties.correlation_id);
-  p.channel = m.channel;
-  p.delivery_tag = m.delivery_tag;
-  p.body_bytes = m.body.size();
-  p.start = Clock::now();
-  processing_ = p;
+  const auto carried = trace_of(properties);
+  // Its views are the delivery's, valid until the callback returns, when the span ends.
+  processing_ = SpanRecord{.kind = SpanKind::consumer,
+                           .operation_type = "process",
+                           .operation_name = "process",
+                           .context = carried ? carried->child() : TraceContext::new_root(),
+                           .parent = carried,
+                           .link = carried,
+                           .start = Clock::now(),
+                           .connection = peer_,
+                           .channel = m.channel,
+                           .exchange = m.exchange,
+                           .routing_key = m.routing_key,
+                           .queue = queue,
+                           .delivery_tag = m.delivery_tag,
+                           .message_id = text_or_empty(properties.message_id),
+                           .correlation_id = text_or_empty(properties.correlation_id),
+                           .body_bytes = m.body.size()};
 }
 
 void ConnectionSpans::end_process() {
   if (!processing_) return;
-  const Processing p = *processing_;
+  SpanRecord span = *processing_;
   processing_.reset();
-  const std::string name = span_name("process", p.queue);
-  observer_->on_span(SpanRecord{.name = name,
-                                .kind = SpanKind::consumer,
-                                .operation_type = "process",
-                                .operation_name = "process",
-                                .context = p.context,
-                                .parent = p.parent,
-                                .link = p.parent,
-                                .start = p.start,
-                                .end = Clock::now(),
-                                .connection = peer_,
-                                .channel = p.channel,
-                                .exchange = p.exchange,
-                                .routing_key = p.routing_key,
-                                .queue = p.queue,
-                                .delivery_tag = p.delivery_tag,
-                                .message_id = p.message_id,
-                                .correlation_id = p.correlation_id,
-                                .body_bytes = p.body_bytes});
+  const std::string name = span_name("process", span.queue);
+  span.name = name;
+  span.end = Clock::now();
+  observer_->on_span(span);
 }
 
 std::optional<TraceContext> ConnectionSpans::processing(engine::ChannelId channel, std::uint64_t delivery_tag) const {
@@ -173,7 +163,7 @@ void ConnectionSpans::settled_delivery(std::string_view operation, engine::Chann
                                        std::uint64_t delivery_tag, const Error* refused) {
   // Inside the delivery's callback: a child of its process span, linked to the producer's.
   // Elsewhere warren no longer knows the delivery: a root span.
-  const Processing* in = processing_ && processing_->channel == channel && processing_->delivery_tag == delivery_tag
+  const SpanRecord* in = processing_ && processing_->channel == channel && processing_->delivery_tag == delivery_tag
                              ? &*processing_
                              : nullptr;
   const auto now = Clock::now();

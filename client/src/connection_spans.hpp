@@ -59,22 +59,13 @@ class ConnectionSpans {
     std::chrono::system_clock::time_point start;
     engine::ChannelId channel = 0;
   };
-  struct Processing {
-    TraceContext context;
-    std::optional<TraceContext> parent;
-    std::string_view exchange, routing_key, queue, message_id, correlation_id;  // the delivery's, during its callback
-    engine::ChannelId channel = 0;
-    std::uint64_t delivery_tag = 0;
-    std::size_t body_bytes = 0;
-    std::chrono::system_clock::time_point start;
-  };
   void hand_over(const Pending& p, const Error* error) const;
 
   std::shared_ptr<Observer> observer_;
   const std::string& peer_;
   std::optional<Pending> next_send_;  // begin_send's, until sent()
   std::map<std::pair<engine::ChannelId, engine::PublishId>, Pending> sending_;
-  std::optional<Processing> processing_;
+  std::optional<SpanRecord> processing_;  // the callback running, its end not yet known
 };
 
 }  // namespace warren::client::detail
