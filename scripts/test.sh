@@ -331,9 +331,9 @@ lane_tsan_fuzz() {
   # simulation: it runs on one thread (the fake driver's loop), where TSan has no race to see,
   # and its build was the lane's largest item.
   if [[ -f build-tsan/build.ninja ]] &&
-      timed "build: tsan" ninja -j2 -C build-tsan tests/client-tests tests/cross-thread-tests tests/driver-tests; then
+      timed "build: tsan" ninja -j2 -C build-tsan tests/client-tests tests/cross-thread-tests tests/uv-post-tests; then
     step "tsan: client" build-tsan/tests/client-tests --gtest_brief=1
-    step "tsan: posting into an idle libuv loop" build-tsan/tests/driver-tests --gtest_filter='UvPost.*' --gtest_brief=1
+    step "tsan: posting into an idle libuv loop" build-tsan/tests/uv-post-tests --gtest_brief=1
   else
     echo "fail build: tsan" >>"$ledger"
   fi
