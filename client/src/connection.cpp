@@ -549,9 +549,7 @@ Result<engine::Duration> Connection::channel_timeout(ChannelId channel) {
 
 void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
                          std::span<const std::byte> body, Settled done, const engine::PublishOptions& options) {
-  auto r = counted_publish(channel, m, properties, body.size(),
-                           engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
-                                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected")));
+  auto r = counted_publish(channel, m, properties, body, options);
   if (!r.ok()) {
     Error e = r.error();
     e.sent = Sent::no;  // refused before it was queued
@@ -581,17 +579,18 @@ Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::Bas
                                               const wire::BasicProperties& properties, std::span<const std::byte> body,
                                               const engine::PublishOptions& options) {
   // Counted (and its span begun) before pump() can dispatch its PublishDone.
-  auto r = counted_publish(channel, m, properties, body.size(),
-                           engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
-                                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected")));
+  auto r = counted_publish(channel, m, properties, body, options);
   if (r.ok()) pump();
   return r;
 }
 
 Result<engine::PublishId> Connection::counted_publish(engine::ChannelId channel, const wire::BasicPublish& m,
-                                                      const wire::BasicProperties& properties, std::size_t body_bytes,
-                                                      Result<engine::PublishId> r) {
-  if (spans_) spans_->sent(channel, r, m, properties, body_bytes);
+                                                      const wire::BasicProperties& properties,
+                                                      std::span<const std::byte> body,
+                                                      const engine::PublishOptions& options) {
+  auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
+                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
+  if (spans_) spans_->sent(channel, r, m, properties, body.size());
   if (!metrics_) return r;
   if (r.ok()) metrics_->published(m.exchange);
   else metrics_->publish_refused(m.exchange, r.error());

@@ -95,27 +95,33 @@ void ConnectionSpans::hand_over(const Pending& p, const Error* error) const {
                                 .error = error});
 }
 
-void ConnectionSpans::begin_process(const engine::Message& m, std::string_view queue) {
-  const wire::BasicProperties none{};
+// What a consumer-side span says of the message it concerns (views into it), linked to the
+// context the message carried.
+SpanRecord ConnectionSpans::about(const engine::Message& m, std::string_view queue) const {
+  static const wire::BasicProperties none{};
   const wire::BasicProperties& properties = m.properties ? *m.properties : none;
-  const auto carried = trace_of(properties);
+  return SpanRecord{.link = trace_of(properties),
+                    .connection = peer_,
+                    .channel = m.channel,
+                    .exchange = m.exchange,
+                    .routing_key = m.routing_key,
+                    .queue = queue,
+                    .delivery_tag = m.delivery_tag,
+                    .message_id = text_or_empty(properties.message_id),
+                    .correlation_id = text_or_empty(properties.correlation_id),
+                    .body_bytes = m.body.size()};
+}
+
+void ConnectionSpans::begin_process(const engine::Message& m, std::string_view queue) {
   // Its views are the delivery's, valid until the callback returns, when the span ends.
-  processing_ = SpanRecord{.kind = SpanKind::consumer,
-                           .operation_type = "process",
-                           .operation_name = "process",
-                           .context = carried ? carried->child() : TraceContext::new_root(),
-                           .parent = carried,
-                           .link = carried,
-                           .start = Clock::now(),
-                           .connection = peer_,
-                           .channel = m.channel,
-                           .exchange = m.exchange,
-                           .routing_key = m.routing_key,
-                           .queue = queue,
-                           .delivery_tag = m.delivery_tag,
-                           .message_id = text_or_empty(properties.message_id),
-                           .correlation_id = text_or_empty(properties.correlation_id),
-                           .body_bytes = m.body.size()};
+  SpanRecord span = about(m, queue);
+  span.kind = SpanKind::consumer;
+  span.operation_type = "process";
+  span.operation_name = "process";
+  span.parent = span.link;
+  span.context = span.link ? span.link->child() : TraceContext::new_root();
+  span.start = Clock::now();
+  processing_ = span;
 }
 
 void ConnectionSpans::end_process() {
@@ -134,29 +140,18 @@ std::optional<TraceContext> ConnectionSpans::processing(engine::ChannelId channe
 }
 
 void ConnectionSpans::received(const engine::Message& m, std::string_view queue, Clock::time_point asked) {
-  const wire::BasicProperties none{};
-  const wire::BasicProperties& properties = m.properties ? *m.properties : none;
-  const auto carried = trace_of(properties);
-  const std::string name = span_name("get", queue);
   // A pull is the application's own operation: a root here (warren knows no caller's span),
   // linked to the producer's.
-  observer_->on_span(SpanRecord{.name = name,
-                                .kind = SpanKind::client,
-                                .operation_type = "receive",
-                                .operation_name = "get",
-                                .context = TraceContext::new_root(),
-                                .link = carried,
-                                .start = asked,
-                                .end = Clock::now(),
-                                .connection = peer_,
-                                .channel = m.channel,
-                                .exchange = m.exchange,
-                                .routing_key = m.routing_key,
-                                .queue = queue,
-                                .delivery_tag = m.delivery_tag,
-                                .message_id = text_or_empty(properties.message_id),
-                                .correlation_id = text_or_empty(properties.correlation_id),
-                                .body_bytes = m.body.size()});
+  SpanRecord span = about(m, queue);
+  const std::string name = span_name("get", queue);
+  span.name = name;
+  span.kind = SpanKind::client;
+  span.operation_type = "receive";
+  span.operation_name = "get";
+  span.context = TraceContext::new_root();
+  span.start = asked;
+  span.end = Clock::now();
+  observer_->on_span(span);
 }
 
 void ConnectionSpans::settled_delivery(std::string_view operation, engine::ChannelId channel,

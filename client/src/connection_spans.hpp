@@ -60,6 +60,7 @@ class ConnectionSpans {
     engine::ChannelId channel = 0;
   };
   void hand_over(const Pending& p, const Error* error) const;
+  [[nodiscard]] SpanRecord about(const engine::Message& m, std::string_view queue) const;
 
   std::shared_ptr<Observer> observer_;
   const std::string& peer_;

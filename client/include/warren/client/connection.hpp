@@ -181,11 +181,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   }
   template <class Verb>
   void request(Verb verb, Answer done);
-  // A publish's result (either form), counted (with metrics on), its span begun or ended
-  // (with spans on), and passed on.
+  // A publish (either form) handed to the engine, counted (with metrics on), its span begun or
+  // ended (with spans on); not written yet: the caller pumps.
   Result<engine::PublishId> counted_publish(engine::ChannelId channel, const wire::BasicPublish& m,
-                                            const wire::BasicProperties& properties, std::size_t body_bytes,
-                                            Result<engine::PublishId> r);
+                                            const wire::BasicProperties& properties, std::span<const std::byte> body,
+                                            const engine::PublishOptions& options);
   // The context a publish writes: the caller's, or with spans on its own span's (a child of
   // the caller's, else a new root). Asked right before the publish it is for.
   [[nodiscard]] TraceContext send_trace(const TraceContext& caller);
