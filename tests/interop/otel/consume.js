@@ -5,26 +5,13 @@
 // then exits 0; no message within the timeout (default 10 s), or no span, exits 1.
 // The broker: amqp://guest:guest@127.0.0.1:$RMQ_PORT (tests/cli/cli_env.py's URL).
 'use strict';
-const { SpanKind } = require('@opentelemetry/api');
-const { NodeTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } = require('@opentelemetry/sdk-trace-node');
-const { registerInstrumentations } = require('@opentelemetry/instrumentation');
-const { AmqplibInstrumentation } = require('@opentelemetry/instrumentation-amqplib');
-
-const exporter = new InMemorySpanExporter();
-const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-provider.register();  // the AsyncLocalStorage context manager and the W3C propagator
-registerInstrumentations({ tracerProvider: provider, instrumentations: [new AmqplibInstrumentation()] });
-const amqp = require('amqplib');  // after registerInstrumentations: it patches the require
+const { amqp, exporter, spanLine: json } = require('./traced_amqplib');
 
 const [queue, timeout = '10'] = process.argv.slice(2);
 if (!queue || !process.env.RMQ_PORT) {
   console.error('usage: RMQ_PORT=PORT node consume.js QUEUE [TIMEOUT_SECONDS]');
   process.exit(2);
 }
-const json = s => JSON.stringify({ span: {
-  traceId: s.spanContext().traceId, spanId: s.spanContext().spanId,
-  parentSpanId: s.parentSpanContext?.spanId ?? null, name: s.name, kind: SpanKind[s.kind],
-  attributes: s.attributes } });
 const text = v => (Buffer.isBuffer(v) ? v.toString() : v);
 
 (async () => {

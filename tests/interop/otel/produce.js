@@ -4,26 +4,13 @@
 // instrumentation ended as a JSON line {"span": {...}} and exits 0; anything else exits 1.
 // The broker: amqp://guest:guest@127.0.0.1:$RMQ_PORT (tests/cli/cli_env.py's URL).
 'use strict';
-const { SpanKind } = require('@opentelemetry/api');
-const { NodeTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } = require('@opentelemetry/sdk-trace-node');
-const { registerInstrumentations } = require('@opentelemetry/instrumentation');
-const { AmqplibInstrumentation } = require('@opentelemetry/instrumentation-amqplib');
-
-const exporter = new InMemorySpanExporter();
-const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-provider.register();  // the AsyncLocalStorage context manager and the W3C propagator
-registerInstrumentations({ tracerProvider: provider, instrumentations: [new AmqplibInstrumentation()] });
-const amqp = require('amqplib');  // after registerInstrumentations: it patches the require
+const { amqp, exporter, spanLine: json } = require('./traced_amqplib');
 
 const [queue, body = 'traced by node'] = process.argv.slice(2);
 if (!queue || !process.env.RMQ_PORT) {
   console.error('usage: RMQ_PORT=PORT node produce.js QUEUE [BODY]');
   process.exit(2);
 }
-const json = s => JSON.stringify({ span: {
-  traceId: s.spanContext().traceId, spanId: s.spanContext().spanId,
-  parentSpanId: s.parentSpanContext?.spanId ?? null, name: s.name, kind: SpanKind[s.kind],
-  attributes: s.attributes } });
 
 (async () => {
   const conn = await amqp.connect(`amqp://guest:guest@127.0.0.1:${process.env.RMQ_PORT}`);
