@@ -5,7 +5,7 @@
 // then exits 0; no message within the timeout (default 10 s), or no span, exits 1.
 // The broker: amqp://guest:guest@127.0.0.1:$RMQ_PORT (tests/cli/cli_env.py's URL).
 'use strict';
-const { amqp, exporter, spanLine: json } = require('./traced_amqplib');
+const { amqp, provider, exporter, spanLine: json } = require('./traced_amqplib');
 
 const [queue, timeout = '10'] = process.argv.slice(2);
 if (!queue || !process.env.RMQ_PORT) {

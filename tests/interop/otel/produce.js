@@ -4,7 +4,7 @@
 // instrumentation ended as a JSON line {"span": {...}} and exits 0; anything else exits 1.
 // The broker: amqp://guest:guest@127.0.0.1:$RMQ_PORT (tests/cli/cli_env.py's URL).
 'use strict';
-const { amqp, exporter, spanLine: json } = require('./traced_amqplib');
+const { amqp, provider, exporter, spanLine: json } = require('./traced_amqplib');
 
 const [queue, body = 'traced by node'] = process.argv.slice(2);
 if (!queue || !process.env.RMQ_PORT) {

@@ -18,4 +18,4 @@ const spanLine = s => JSON.stringify({ span: {
   parentSpanId: s.parentSpanContext?.spanId ?? null, name: s.name, kind: SpanKind[s.kind],
   attributes: s.attributes } });
 
-module.exports = { amqp, exporter, spanLine };
+module.exports = { amqp, provider, exporter, spanLine };
