@@ -7,6 +7,8 @@
 # client certificate are generated in DIR/tls. With RMQ_TLS_EXPIRED=1 the listener serves a
 # server certificate from the same CA that expired in 2020 (for the tests that must refuse it).
 # With RMQ_KEEP_DATA=1 the node keeps what an earlier start of DIR stored (a restart).
+# WARREN_BROKER_ERL_ARGS is added to the Erlang VM's arguments (the test command turns off the
+# schedulers' busy waiting with it).
 set -euo pipefail
 DIR=$(realpath -m "${1:?usage: broker-start.sh DIR [PORT] [TLS_PORT]}")
 PORT=${2:-0}
@@ -109,7 +111,7 @@ export RABBITMQ_CONFIG_FILES=$DIR/conf.d RABBITMQ_ADVANCED_CONFIG_FILE=$DIR/adva
 export RABBITMQ_ENABLED_PLUGINS_FILE=$DIR/enabled_plugins
 export RABBITMQ_MNESIA_BASE=$DIR/mnesia RABBITMQ_LOG_BASE=$DIR/log RABBITMQ_PID_FILE=$DIR/rabbit.pid
 export ERL_EPMD_ADDRESS=127.0.0.1
-export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} ${WARREN_BROKER_ERL_ARGS:-}"
 ulimit -n 65536 2>/dev/null || true
 
 printf '#!/bin/sh\nHOME=%s exec %s/${RMQ_TOOL:-rabbitmqctl} -n %s "$@"\n' "$DIR" "$SBIN" "$NODE" > "$DIR/rabbitmqctl"

@@ -1,0 +1,100 @@
+// A Message is settled on the loop whatever thread acks it. The one client test that uses a
+// second thread, so it is a program of its own: the test command's ThreadSanitizer lane builds
+// this file, not the single-threaded client suites, where TSan has no race to see.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "client/fake_driver.hpp"
+#include "client/open_channel.hpp"
+#include "warren/client/connection.hpp"
+
+namespace warren::test {
+namespace {
+
+class OffLoopAck : public ::testing::Test {
+ protected:
+  FakeDriver driver;
+  BrokerWorld world;
+  std::shared_ptr<client::Connection> conn;
+  client::Channel ch;
+
+  void SetUp() override {
+    driver.hosts[5001] = FakeDriver::Host::broker;
+    driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
+    auto url = client::parse_url("amqp://guest:guest@fake:5001");
+    ASSERT_TRUE(url.ok());
+    bool ready = false;
+    conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { ready = r.ok(); });
+    driver.run();
+    ASSERT_TRUE(ready) << "not connected";
+    ch = open_channel_now(driver, *conn);
+  }
+  FakeBroker& broker() { return driver.last_broker(); }
+  void fill(const std::string& q, int n) {
+    for (int i = 1; i <= n; ++i) world.queues[q].push_back(BrokerWorld::Message{q + "-" + std::to_string(i), {}, {}, false});
+    world.dispatch();
+    driver.run();
+  }
+  // A push subscription that keeps every delivery as an owned Message.
+  client::Consumer keep_all(const std::string& q, std::vector<client::Message>& kept) {
+    world.queues[q];
+    client::Consumer consumer;
+    ch.consume({.queue = q}, [&kept](const client::Delivery& d) { kept.push_back(d.take()); },
+               [&](Result<client::Consumer> r) {
+                 if (r) consumer = std::move(*r);
+               });
+    driver.run();
+    if (!consumer.active()) throw std::runtime_error("consume failed");
+    return consumer;
+  }
+};
+
+// A Message is owned and may be acked on any thread: from another thread the ack is handed to
+// the loop (nothing is written from that thread) and goes out when the loop runs it. A
+// Message whose channel is gone is refused with channel_closed, on the loop or off it, and
+// sends nothing: its delivery tag would name a delivery of the channel reusing the number.
+TEST_F(OffLoopAck, a_message_acked_from_another_thread_is_sent_on_the_loop_and_one_of_a_gone_channel_sends_nothing) {
+  std::vector<client::Message> kept;
+  auto consumer = keep_all("q", kept);
+  fill("q", 4);
+  ASSERT_EQ(kept.size(), 4u);
+
+  Result<void> off_loop = make_error(errc::timeout, "not run");
+  std::thread([&] { off_loop = kept[0].ack(); }).join();
+  EXPECT_TRUE(off_loop.ok()) << off_loop.error().to_string();
+  EXPECT_TRUE(broker().settles.empty()) << "the ack was written from the other thread";
+  driver.run();
+  EXPECT_EQ(broker().settles, (std::vector<FakeBroker::Settle>{{"basic.ack", ch.id(), 1, false}}));
+
+  // The broker closes the channel while the other thread's ack is on its way to the loop: the
+  // ack was accepted, and the loop sends nothing once the channel is known to be gone.
+  broker().close_channel(ch.id(), 406, "PRECONDITION_FAILED - inequivalent arg");
+  std::thread([&] { off_loop = kept[1].ack(); }).join();
+  EXPECT_TRUE(off_loop.ok());
+  driver.run();
+  ASSERT_FALSE(ch.is_open());
+  auto fresh = open_channel_now(driver, *conn);
+  ASSERT_EQ(fresh.id(), ch.id());
+  std::vector<client::Message> on_fresh;
+  ch = fresh;
+  auto fresh_consumer = keep_all("q", on_fresh);  // the redelivered messages: tags 1, 2, 3 again
+  ASSERT_EQ(on_fresh.size(), 3u);
+  const auto methods_before = broker().methods;
+  const auto settles_before = broker().settles;
+
+  auto on_loop = kept[2].ack();
+  ASSERT_FALSE(on_loop.ok());
+  EXPECT_EQ(on_loop.error().code, make_error_code(errc::channel_closed));
+  std::thread([&] { off_loop = kept[3].ack(); }).join();
+  ASSERT_FALSE(off_loop.ok());
+  EXPECT_EQ(off_loop.error().code, make_error_code(errc::channel_closed));
+  driver.run();
+  EXPECT_EQ(broker().methods, methods_before);
+  EXPECT_EQ(broker().settles, settles_before);
+  EXPECT_TRUE(fresh.is_open());
+  EXPECT_EQ(world.queues["q"].size(), 0u);  // nothing of the fresh channel's was settled by the stale tags
+}
+
+}  // namespace
+}  // namespace warren::test
