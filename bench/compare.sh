@@ -20,7 +20,9 @@
 # change), so what a change costs is measured in one run. W3 has a fourth client, warren-asio-receive: the same
 # consume through `co_await consumer.receive(...)` (bench/asio_receive.cpp), an owned Message
 # per delivery, with its heap allocations per message counted; and two in throughput mode
-# (warren-uv-batch, warren-asio-batch: `warren perf --read-min-bytes --read-max-wait`).
+# (warren-uv-batch, warren-asio-batch: `warren perf --read-min-bytes --read-max-wait`), and two
+# with read batching off (warren-uv-unbatched, warren-asio-unbatched: `--read-min-bytes 0`),
+# beside the default's batching past bursts.
 # pika (bench/pika_perf.py) and the peers in bench/peers (amqp091-go, java, amqplib: built by
 # bench/peers/build.sh from Debian's packages and npm) move at most 50,000 messages a run: they
 # are 5 to 50 times slower, and CPU per message is what is compared. java-warm is the Java
@@ -80,8 +82,10 @@ fi
 pika=bench/pika_perf.py
 pika_count=$((count < 50000 ? count : 50000))
 peer_clients=(amqp091-go java java-warm amqplib)
-# Throughput mode for the -batch rows and the latency section.
+# Throughput mode for the -batch rows and the latency section; batching off (every readable
+# byte read at once, the default before issue 25) for the -unbatched rows.
 batch=(--read-min-bytes 32768 --read-max-wait 2000)
+unbatched=(--read-min-bytes 0)
 
 broker_dir=$(mktemp -d /tmp/warren-bench-broker.XXXXXX)
 trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
@@ -111,9 +115,10 @@ command_for() {
   local client=$1 workload=$2 n=$3 queue="bench-$2" kind
   case $workload in W1) kind=publish ;; W2) kind=confirm ;; W3) kind=consume ;; esac
   case $client in
-    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch | warren-asio-uring | warren-uv-metrics | warren-uv-baseline)
+    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch | warren-uv-unbatched | warren-asio-unbatched | warren-asio-uring | warren-uv-metrics | warren-uv-baseline)
       local driver=${client#warren-} extra=() warren=$warren
       if [[ $driver == *-batch ]]; then driver=${driver%-batch}; extra=("${batch[@]}"); fi
+      if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; extra=("${unbatched[@]}"); fi
       if [[ $driver == *-uring ]]; then driver=${driver%-uring}; warren=build-release-uring/tools/warren; fi
       if [[ $driver == *-metrics ]]; then driver=${driver%-metrics}; extra=(--metrics-listen 127.0.0.1:0); fi
       if [[ $driver == *-baseline ]]; then driver=${driver%-baseline}; warren=$baseline/tools/warren; fi
@@ -189,7 +194,7 @@ for ((r = 0; r < rounds; r++)); do
   echo "round $((r + 1)) of $rounds"
   for w in W1 W2 W3; do
     clients=(warren-uv warren-asio rabbitmq-c pika wire-floor "${peer_clients[@]}" "${extra_clients[@]}")
-    [[ $w == W3 ]] && clients+=(warren-asio-receive warren-uv-batch warren-asio-batch)
+    [[ $w == W3 ]] && clients+=(warren-asio-receive warren-uv-batch warren-asio-batch warren-uv-unbatched warren-asio-unbatched)
     for ((i = 0; i < ${#clients[@]}; i++)); do
       run "${clients[(i + r) % ${#clients[@]}]}" "$w"
     done
@@ -201,7 +206,7 @@ for w in W1 W2 W3; do
   # The JVM under strace -f is another program (its threads' safepoints): not counted.
   clients=(warren-uv warren-asio rabbitmq-c pika wire-floor amqp091-go amqplib)
   for c in "${extra_clients[@]}"; do [[ $c == warren-uv-metrics || $c == warren-uv-baseline ]] || clients+=("$c"); done
-  [[ $w == W3 ]] && clients+=(warren-uv-batch warren-asio-batch)
+  [[ $w == W3 ]] && clients+=(warren-uv-batch warren-asio-batch warren-uv-unbatched warren-asio-unbatched)
   for c in "${clients[@]}"; do syscalls "$c" "$w"; done
 done
 for q in bench-W1 bench-W2 bench-W3; do drop_queue "$q"; done
@@ -210,10 +215,11 @@ for q in bench-W1 bench-W2 bench-W3; do drop_queue "$q"; done
 # up with, so the latency is the clients' and not a queue's), default and throughput mode.
 echo "latency at a sustained rate"
 latency_seconds=$((scale_seconds > 2 ? scale_seconds : 2))
-for client in warren-uv warren-uv-batch warren-asio warren-asio-batch; do
+for client in warren-uv warren-uv-unbatched warren-uv-batch warren-asio warren-asio-unbatched warren-asio-batch; do
   driver=${client#warren-}
   extra=()
   if [[ $driver == *-batch ]]; then driver=${driver%-batch}; extra=("${batch[@]}"); fi
+  if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; extra=("${unbatched[@]}"); fi
   reset_queue bench-L
   line=$("$warren" perf --driver "$driver" -x 1 -y 1 -s 64 -r 10000 -z "$latency_seconds" -q 500 -A 100 -u bench-L \
     "${extra[@]}" --json --url "$url" 2>/dev/null)

@@ -26,7 +26,8 @@ syscall_runs = read_lines(syscalls_path)
 latency_runs = read_lines(latency_path)
 scale_runs = read_lines(scale_path)
 clients = ["warren-uv", "warren-asio", "rabbitmq-c", "pika", "amqp091-go", "java", "java-warm", "amqplib",
-           "wire-floor", "warren-asio-uring", "warren-asio-receive", "warren-uv-batch", "warren-asio-batch"]
+           "wire-floor", "warren-asio-uring", "warren-asio-receive", "warren-uv-batch", "warren-asio-batch",
+           "warren-uv-unbatched", "warren-asio-unbatched"]
 # The clients warren is measured against: the best of them in a workload is "the best peer".
 peers = ["rabbitmq-c", "pika", "amqp091-go", "java", "java-warm", "amqplib"]
 # How a row is named: the Java client's cold run is reported as its whole process's CPU (JVM
@@ -98,6 +99,11 @@ lines = [
     "- warren-uv-batch and warren-asio-batch are the same consumer in throughput mode: "
     "`ClientOptions::read_batching = {.min_bytes = 32768, .max_wait = 2 ms}` "
     "(`warren perf --read-min-bytes 32768 --read-max-wait 2000`).",
+    "- warren-uv and warren-asio run at default settings, where read batching engages only past "
+    "bursts (`client::adaptive_read_batching`: after a read of 4 KiB or more, mark 32 KiB, max_wait "
+    "1 ms; a read of less than 2 KiB ends it). warren-uv-unbatched and warren-asio-unbatched are the same "
+    "consumer with batching off (`--read-min-bytes 0`: every readable byte read at once, the "
+    "default before issue 25).",
     "- CPU is the client process's user + system time (getrusage) over the measured phase, "
     "divided by the messages moved.",
     f"- load: the 1-minute load average was {load_average} as the runs ended (2 cores; above about 1, "
@@ -132,6 +138,11 @@ for w in workloads:
     best = best_peer(w)
     if best:
         lines.append(f"- {w}: the best peer is {shown.get(best[1], best[1])} ({best[0]:.2f} µs/msg).")
+for d in ("uv", "asio"):
+    on, off = table[(f"warren-{d}", "W3")], table[(f"warren-{d}-unbatched", "W3")]
+    if on and off and off["cpu"] > 0:
+        lines.append(f"- W3: warren-{d} at default settings (batching past bursts) costs {on['cpu'] / off['cpu']:.2f}x "
+                     f"the CPU per message of warren-{d}-unbatched (batching off).")
 push, stream = table[("warren-asio", "W3")], table[("warren-asio-receive", "W3")]
 if push and stream and push["cpu"] > 0:
     lines += [
@@ -202,7 +213,8 @@ if latency_runs:
         "One producer and one consumer in one process, 64 B at 10,000 msg/s (`warren perf -x 1 -y 1 "
         "-r 10000`; the peers' programs with `--workload latency --rate 10000`), prefetch 500, a "
         "multiple ack every 100: the broker keeps up, so the latency (publish to delivery callback) "
-        "is the clients'. CPU covers both the producer and the consumer.",
+        "is the clients'. CPU covers both the producer and the consumer. The -unbatched rows are "
+        "the same run with read batching off: what the default's batching past bursts costs here.",
         "",
         "| client | received msgs/s | latency p50 (µs) | latency p99 (µs) | CPU µs/msg |",
         "|---|---:|---:|---:|---:|",
@@ -219,6 +231,12 @@ if latency_runs:
                       f"and warren-asio's {by_client.get('warren-asio', {}).get('latency_us', {}).get('p99', float('nan')):,.0f} µs; "
                       f"the best peer's is {shown.get(c, c)}'s, {p99:,.0f} µs. The peers run producer and consumer "
                       "on two channels of one connection, warren perf on two connections."]
+    for d in ("uv", "asio"):
+        on, off = by_client.get(f"warren-{d}"), by_client.get(f"warren-{d}-unbatched")
+        if on and off:
+            lines.append(f"- warren-{d}: p50/p99 {on['latency_us']['p50']:,.0f}/{on['latency_us']['p99']:,.0f} µs "
+                         f"at default settings, {off['latency_us']['p50']:,.0f}/{off['latency_us']['p99']:,.0f} µs "
+                         "with read batching off.")
 
 # Scale.
 if scale_runs:

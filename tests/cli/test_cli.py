@@ -415,6 +415,18 @@ class Cli(unittest.TestCase):
                 s = json.loads(r)
                 self.assertEqual((s["sent"], s["confirmed"], s["received"]), (5000, 5000, 5000))
 
+    def test_perf_batching_past_bursts_moves_every_message_and_needs_a_mark(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                r = self.ok(warren("perf", "--driver", driver, "-x", "1", "-y", "1", "-s", "64", "-C", "5000", "-c", "500",
+                                   "-q", "300", "-A", "50", "--read-min-bytes", "32768", "--read-burst-bytes", "4096",
+                                   "--json"))
+                s = json.loads(r)
+                self.assertEqual((s["sent"], s["confirmed"], s["received"]), (5000, 5000, 5000))
+        r = warren("perf", "-x", "1", "-y", "1", "-C", "10", "--read-burst-bytes", "4096")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--read-burst-bytes needs --read-min-bytes", r.stderr.decode())
+
     def test_perf_consumers_read_what_is_there(self):
         q = self.declare()
         self.ok(warren("publish", "--routing-key", q, "--confirm", "--size", "10", "--count", "300"))

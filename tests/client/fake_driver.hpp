@@ -1213,6 +1213,11 @@ class FakeDriver final : public client::Driver {
     return *live_.back()->broker;
   }
   // ---- faults and what the simulation checks (tests/sim/)
+  // What the client asked of the newest open stream to `port` for read batching, if anything.
+  [[nodiscard]] std::optional<client::ReadBatching> read_batching_on(std::uint16_t port) {
+    FakeStream* s = stream_on(port);
+    return s ? s->read_batching : std::nullopt;
+  }
   // The newest open stream dialled to `port`, if any.
   [[nodiscard]] FakeBroker* broker_on(std::uint16_t port) {
     FakeStream* s = stream_on(port);
@@ -1343,6 +1348,7 @@ class FakeDriver final : public client::Driver {
       reading = r;
       drain();
     }
+    void set_read_batching(client::ReadBatching b) override { read_batching = b; }
     // Hands what is held to the client on a later turn: all of it, or (split) the next piece.
     void drain() {
       if (drain_posted || held.empty() || !reading || holding) return;
@@ -1383,6 +1389,7 @@ class FakeDriver final : public client::Driver {
     std::shared_ptr<bool> alive = std::make_shared<bool>(true);
     std::unique_ptr<FakeBroker> broker;
     std::unique_ptr<client::Timer> dial_timer;
+    std::optional<client::ReadBatching> read_batching;  // what the client asked for, if anything
     bool reading = true;
     std::vector<std::byte> held;
     bool holding = false;  // a fault holds what arrives

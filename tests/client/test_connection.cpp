@@ -47,6 +47,23 @@ class ConnectionTest : public ::testing::Test {
   client::Channel channel(client::Connection& c) { return open_channel_now(driver, c); }
 };
 
+// Issue 25: by default a connection asks its stream for read batching past bursts only
+// (driver.hpp, adaptive_read_batching); `{}` asks for none, so every byte is read at once.
+TEST_F(ConnectionTest, the_default_asks_the_stream_for_batching_past_bursts_and_an_empty_setting_for_none) {
+  auto c = connected();
+  const auto asked = driver.read_batching_on(5001);
+  ASSERT_TRUE(asked.has_value()) << "the default asked for no read batching";
+  EXPECT_EQ(asked->min_bytes, client::adaptive_read_batching.min_bytes);
+  EXPECT_EQ(asked->max_wait, client::adaptive_read_batching.max_wait);
+  EXPECT_GT(asked->burst_bytes, 0u) << "the default batches after any read: a paced consumer would wait max_wait";
+
+  driver.hosts[5002] = FakeDriver::Host::broker;
+  auto off = dial("amqp://guest:guest@fake:5002", client::ClientOptions{.read_batching = {}});
+  driver.run();
+  ASSERT_EQ(ready.last, "ok");
+  EXPECT_FALSE(driver.read_batching_on(5002).has_value());
+}
+
 // Finding 2: a channel whose open-ok had not come when the connection died was never told.
 TEST_F(ConnectionTest, a_channel_still_opening_when_the_connection_dies_is_told_once) {
   auto c = connected();

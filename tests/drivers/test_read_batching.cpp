@@ -1,4 +1,4 @@
-// Throughput mode (client::ReadBatching) on each driver's stream, against a peer on loopback
+// Read batching (client::ReadBatching: throughput mode, and past bursts only) on each driver's stream, against a peer on loopback
 // that writes what the test says when it says. The rule is about the kernel's mark and a
 // timer, so these run on real time, with margins wide enough for a loaded 2-core machine:
 // "held" means not read within 150 ms of a max_wait of 1.5 s; "at once" means well within it.
@@ -160,6 +160,45 @@ TEST_P(ReadBatching, a_reset_below_the_mark_reads_what_came_before_it_and_names_
   ASSERT_TRUE(loop.run_until([&] { return events.error.has_value(); }, 1000ms)) << "the reset held behind the mark";
   EXPECT_EQ(events.bytes, 300u) << "what arrived before the reset was not read";
   EXPECT_NE(events.error->to_string().find("reset"), std::string::npos) << events.error->to_string();
+}
+
+// Issue 25: batching past bursts only (ClientOptions' default is of this kind). Reads that
+// bring less than burst_bytes are read at once, as without batching; a read of a burst starts
+// batching, reads of half a burst keep it, and the first read of less ends it.
+constexpr client::ReadBatching past_bursts{.min_bytes = 4096, .max_wait = 1500ms, .burst_bytes = 1000};
+
+TEST_P(ReadBatching, past_bursts_only_reads_that_bring_less_than_a_burst_are_read_at_once) {
+  connect(past_bursts);
+  for (std::size_t i = 1; i <= 5; ++i) {
+    send(100);
+    ASSERT_TRUE(read_within(100 * i, 1000ms)) << "read " << i << " was held, though no read brought a burst";
+  }
+}
+
+TEST_P(ReadBatching, past_bursts_only_a_burst_starts_batching_and_the_next_read_below_a_burst_ends_it) {
+  connect(past_bursts);
+  send(2000);  // a burst: read at once (the stream was quiet), and batching starts
+  ASSERT_TRUE(read_within(2000, 1000ms));
+  send(100);  // below the mark: held until max_wait (and less than half a burst)
+  const auto sent = std::chrono::steady_clock::now();
+  EXPECT_FALSE(read_within(2100, 150ms)) << "read at once after a burst";
+  ASSERT_TRUE(read_within(2100, 10s)) << "bytes below the mark were never read";
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, 1000ms) << "read before max_wait";
+  // That read brought 100 bytes, no burst: quiet again, so the next bytes are read at once.
+  send(100);
+  EXPECT_TRUE(read_within(2200, 1000ms)) << "batching went on after a read that was no burst";
+}
+
+TEST_P(ReadBatching, past_bursts_only_reads_of_half_a_burst_keep_batching) {
+  connect(past_bursts);
+  send(2000);
+  ASSERT_TRUE(read_within(2000, 1000ms));
+  send(600);  // half a burst and more, below the mark: held, then read by the timer ...
+  ASSERT_FALSE(read_within(2600, 150ms));
+  ASSERT_TRUE(read_within(2600, 10s));
+  send(100);  // ... which kept batching going
+  EXPECT_FALSE(read_within(2700, 150ms)) << "batching ended after a read of half a burst";
+  EXPECT_TRUE(read_within(2700, 10s));
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, ReadBatching, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "commands.hpp"
 #include "histogram.hpp"
@@ -35,8 +36,11 @@ struct PerfArgs {
   double seconds = 0;  // 0: until the counts are reached
   double rate = 0;     // messages per second per producer; 0: as fast as it can
   int consumer_channels = 1;
-  std::size_t read_min_bytes = 0;  // consumers' read batching (throughput mode); 0: off
+  // Consumers' read batching: unset, ClientOptions' default (adaptive); --read-min-bytes asks
+  // for throughput mode (0: off), --read-burst-bytes for batching only past bursts.
+  std::optional<std::size_t> read_min_bytes;
   std::uint64_t read_max_wait_us = 1000;
+  std::size_t read_burst_bytes = 0;
   bool json = false;
 };
 
@@ -87,6 +91,8 @@ class PerfJob final : public Job {
     if (a.rate < 0 || !std::isfinite(a.rate)) return make_error(errc::invalid_argument, "-r must be messages per second, 0 or more");
     if (a.consumer_channels < 1) return make_error(errc::invalid_argument, "-Y must be 1 or more");
     if (a.read_max_wait_us == 0) return make_error(errc::invalid_argument, "--read-max-wait must be 1 us or more");
+    if (a.read_burst_bytes > 0 && !a.read_min_bytes)
+      return make_error(errc::invalid_argument, "--read-burst-bytes needs --read-min-bytes");
     body_.assign(a.size, 'w');
     return {};
   }
@@ -146,8 +152,10 @@ class PerfJob final : public Job {
   // connection counts as ready once every subscription is.
   void setup_consumer(Consumer& c) {
     client::ClientOptions options = this->options();
-    options.read_batching = {.min_bytes = args_->read_min_bytes,
-                             .max_wait = std::chrono::microseconds(args_->read_max_wait_us)};
+    if (args_->read_min_bytes)
+      options.read_batching = {.min_bytes = *args_->read_min_bytes,
+                               .max_wait = std::chrono::microseconds(args_->read_max_wait_us),
+                               .burst_bytes = args_->read_burst_bytes};
     connect_another(std::move(options), [this, &c](Result<std::shared_ptr<client::Connection>> conn) {
       if (!conn) return fail("consumer connect", conn.error());
       c.conn = std::move(*conn);
@@ -444,6 +452,8 @@ void add_perf(CLI::App& app, Runner& run) {
                   "consumers' throughput mode: while messages keep coming, read once this many bytes are there...");
   cmd->add_option("--read-max-wait", args->read_max_wait_us,
                   "... or this many microseconds after the last read (default 1000)");
+  cmd->add_option("--read-burst-bytes", args->read_burst_bytes,
+                  "... and only after a read of this many bytes or more (default 0: after any read)");
   cmd->add_flag("--json", args->json, "one summary line of JSON");
   cmd->callback([&run, args] { run = [args] { return PerfJob(args).run(); }; });
 }

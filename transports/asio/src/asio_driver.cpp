@@ -163,7 +163,7 @@ struct State : std::enable_shared_from_this<State> {
                              self->reading = false;
                              if (!self->events) return;
                              if (ec) return self->fail(self->read_error(ec));
-                             self->batch_after_read(true);
+                             self->batch_after_read(n);
                              self->on_read(std::span<const std::byte>(self->read_buffer.data(), n));
                              self->read();
                            }));
@@ -178,9 +178,9 @@ struct State : std::enable_shared_from_this<State> {
   void read_now() {
     std::error_code ec;
     const std::size_t n = socket.read_some(asio::buffer(read_buffer.data(), read_buffer.size()), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) return batch_after_read(false);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return batch_after_read(0);
     if (ec) return fail(read_error(ec));
-    batch_after_read(true);
+    batch_after_read(n);
     on_read(std::span<const std::byte>(read_buffer.data(), n));
   }
 
@@ -191,9 +191,15 @@ struct State : std::enable_shared_from_this<State> {
     (void)::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark);
   }
 
-  void batch_after_read(bool found_bytes) {
+  // After a read of `found` bytes: a burst (burst_bytes or more; any bytes when that is 0)
+  // starts streaming, half a burst keeps it; anything less ends it, and the next bytes are
+  // read at once.
+  void batch_after_read(std::size_t found) {
     if (!batching_on()) return;
-    if (found_bytes) {
+    // Half a burst keeps it going: a stream that bursts at about the rate that makes a
+    // burst per max_wait would otherwise start and end batching on every other read.
+    const std::size_t needed = streaming ? batching.burst_bytes / 2 : batching.burst_bytes;
+    if (found > 0 && found >= needed) {
       if (!streaming) {
         streaming = true;
         if (!non_blocking) {
@@ -209,6 +215,7 @@ struct State : std::enable_shared_from_this<State> {
     } else if (streaming) {
       streaming = false;
       set_mark(1);
+      batch_timer.cancel();
     }
   }
 
@@ -289,7 +296,7 @@ class AsioStream final : public client::Stream {
     if (!reading || !state_->connected) return;
     state_->read();
     // What sat below the mark while reading was held is read by the batch timer.
-    if (state_->streaming) state_->batch_after_read(true);
+    if (state_->streaming) state_->wait_batch_timer();
   }
   void set_read_batching(client::ReadBatching batching) override { state_->batching = batching; }
   void close() override { state_->close(); }

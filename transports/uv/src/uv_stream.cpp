@@ -272,9 +272,10 @@ class UvStream final : public client::Stream {
   }
 
   // ---- read batching (client::ReadBatching): two states. Quiet: the mark is one byte, and
-  // what comes is read at once. Streaming (after any read that found bytes): the mark is
-  // min_bytes, so the kernel wakes us only for that much, and a timer reads what is below it
-  // max_wait after the last read. A timer read that finds nothing means quiet again.
+  // what comes is read at once. Streaming (after a read of a burst: burst_bytes or more, any
+  // bytes when that is 0): the mark is min_bytes, so the kernel wakes us only for that much,
+  // and a timer reads what is below it max_wait after the last read. A read of less than half
+  // a burst (one that finds nothing among them) means quiet again.
 
   bool batching() const { return batching_.min_bytes > 0 && connected_; }
 
@@ -294,10 +295,14 @@ class UvStream final : public client::Stream {
     self->read_once();
   }
 
-  // After a read: found bytes, so more are likely coming (streaming), or found none (quiet).
-  void batch_after_read(bool found_bytes) {
+  // After a read of `found` bytes: a burst, so more are likely coming (streaming), or not
+  // (quiet, and what comes next is read at once).
+  void batch_after_read(std::size_t found) {
     if (!batching()) return;
-    if (found_bytes) {
+    // Half a burst keeps it going: a stream that bursts at about the rate that makes a
+    // burst per max_wait would otherwise start and end batching on every other read.
+    const std::size_t needed = streaming_ ? batching_.burst_bytes / 2 : batching_.burst_bytes;
+    if (found > 0 && found >= needed) {
       if (!streaming_) {
         streaming_ = true;
         set_mark(static_cast<int>(mark_bytes()));
@@ -306,6 +311,7 @@ class UvStream final : public client::Stream {
     } else if (streaming_) {
       streaming_ = false;
       set_mark(1);
+      uv_timer_stop(batch_timer_);
     }
   }
 
@@ -317,10 +323,10 @@ class UvStream final : public client::Stream {
     ssize_t n = ::recv(socket_->fd, read_buffer_.data(), read_buffer_.size(), 0);
     if (n == 0) return fail(make_error(errc::connection_lost, "the broker closed the connection"));
     if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return batch_after_read(false);
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return batch_after_read(0);
       return fail(sys_error("read " + where(), errno));
     }
-    batch_after_read(true);
+    batch_after_read(static_cast<std::size_t>(n));
     deliver(std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n)));
   }
 

@@ -40,9 +40,10 @@ struct ClientOptions {
   std::string ca_pem{};           // amqps: trusted CAs (PEM text); empty: the system store
   std::string client_cert_pem{};  // amqps: for EXTERNAL
   std::string client_key_pem{};
-  // Off by default. A consumer that cares for CPU per message more than for each message's
-  // latency turns it on, e.g. {.min_bytes = 32768, .max_wait = std::chrono::milliseconds(2)}.
-  ReadBatching read_batching{};
+  // Adaptive by default (driver.hpp): batched only while reads bring bursts. A consumer that
+  // cares for CPU per message more than for each message's latency asks for throughput mode,
+  // e.g. {.min_bytes = 32768, .max_wait = std::chrono::milliseconds(2)}; {} turns it off.
+  ReadBatching read_batching = adaptive_read_batching;
   // Told every event of this connection (observer.hpp); null: off.
   std::shared_ptr<Observer> observer{};
   // Where this connection counts what it does (metrics.hpp); one may serve many connections.
