@@ -147,7 +147,7 @@ configure_sanitizer_builds() {
     sanitizer_setup build-tsan -Db_sanitize=thread &&
     { [[ -f build-fuzz/build.ninja ]] ||
       CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbench=false \
-        -Db_sanitize=address,undefined -Db_lundef=false; }
+        -Db_sanitize=address,undefined -Db_lundef=false -Dunity=on -Dunity_size=8; }
 }
 timed "configure: sanitizer and fuzz builds (beside the build)" configure_sanitizer_builds >"$work/configure.log" 2>&1 &
 configure_pid=$!
