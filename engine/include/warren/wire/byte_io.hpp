@@ -12,6 +12,17 @@
 
 namespace warren::wire {
 
+namespace detail {
+// A value in the wire's byte order (big-endian) from the host's, or back: the same swap.
+template <class T>
+constexpr T big_endian(T v) noexcept {
+  if constexpr (std::endian::native == std::endian::big) return v;
+  else if constexpr (sizeof(T) == 2) return __builtin_bswap16(v);
+  else if constexpr (sizeof(T) == 4) return __builtin_bswap32(v);
+  else return __builtin_bswap64(v);
+}
+}  // namespace detail
+
 class Reader {
  public:
   explicit Reader(std::span<const std::byte> bytes) noexcept
@@ -59,14 +70,7 @@ class Reader {
     T v;
     std::memcpy(&v, cur_, sizeof v);
     cur_ += sizeof v;
-    return from_big_endian(v);
-  }
-  template <class T>
-  static constexpr T from_big_endian(T v) noexcept {
-    if constexpr (std::endian::native == std::endian::big) return v;
-    else if constexpr (sizeof(T) == 2) return __builtin_bswap16(v);
-    else if constexpr (sizeof(T) == 4) return __builtin_bswap32(v);
-    else return __builtin_bswap64(v);
+    return detail::big_endian(v);
   }
 
   const std::byte* cur_;
@@ -84,9 +88,9 @@ class Writer {
   // std::byte* may alias anything, this object's cur_ included, so byte-by-byte stores made
   // the compiler reload cur_ after every byte (frame_start was 25 instructions for 7 bytes).
   void u8(std::uint8_t v) noexcept { put(v); }
-  void u16(std::uint16_t v) noexcept { put(big_endian(v)); }
-  void u32(std::uint32_t v) noexcept { put(big_endian(v)); }
-  void u64(std::uint64_t v) noexcept { put(big_endian(v)); }
+  void u16(std::uint16_t v) noexcept { put(detail::big_endian(v)); }
+  void u32(std::uint32_t v) noexcept { put(detail::big_endian(v)); }
+  void u64(std::uint64_t v) noexcept { put(detail::big_endian(v)); }
   void bytes(std::span<const std::byte> b) noexcept {
     std::byte* at = cur_;
     if (!b.empty()) std::memcpy(at, b.data(), b.size());
@@ -95,13 +99,6 @@ class Writer {
   void text(std::string_view s) noexcept { bytes(std::as_bytes(std::span{s.data(), s.size()})); }
 
  private:
-  template <class T>
-  static constexpr T big_endian(T v) noexcept {
-    if constexpr (std::endian::native == std::endian::big) return v;
-    else if constexpr (sizeof(T) == 2) return __builtin_bswap16(v);
-    else if constexpr (sizeof(T) == 4) return __builtin_bswap32(v);
-    else return __builtin_bswap64(v);
-  }
   template <class T>
   void put(T v) noexcept {
     std::byte* at = cur_;
