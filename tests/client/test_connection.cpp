@@ -8,6 +8,7 @@
 
 #include "client/fake_driver.hpp"
 #include "client/open_channel.hpp"
+#include "client/world_channel.hpp"
 #include "support/outcome.hpp"
 #include "warren/client/connection.hpp"
 
@@ -316,38 +317,8 @@ TEST(BrokerVersion, is_read_as_numbers_and_anything_after_them_is_ignored) {
   EXPECT_LT((BrokerVersion{3, 13, 0}), (BrokerVersion{4, 0, 0}));
 }
 
-class HandleTest : public ConnectionTest {
+class HandleTest : public WorldChannelTest {
  protected:
-  BrokerWorld world;
-  std::shared_ptr<client::Connection> conn;
-  client::Channel ch;
-
-  void SetUp() override {
-    driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
-    conn = connected();
-    ch = channel(*conn);
-  }
-  FakeBroker& broker() { return driver.last_broker(); }
-  // `n` messages into queue `q`, handed to its consumers now.
-  void fill(const std::string& q, int n) {
-    for (int i = 1; i <= n; ++i) world.queues[q].push_back(BrokerWorld::Message{q + "-" + std::to_string(i), {}, {}, false});
-    world.dispatch();
-    driver.run();
-  }
-  // A push subscription that keeps every delivery as an owned Message.
-  client::Consumer keep_all(const std::string& q, std::vector<client::Message>& kept) {
-    return wait_consume(q, [&kept](const client::Delivery& d) { kept.push_back(d.take()); });
-  }
-  client::Consumer wait_consume(const std::string& q, std::function<void(const client::Delivery&)> on_delivery) {
-    world.queues[q];
-    client::Consumer consumer;
-    ch.consume({.queue = q}, std::move(on_delivery), [&](Result<client::Consumer> r) {
-      if (r) consumer = std::move(*r);
-    });
-    driver.run();
-    if (!consumer.active()) throw std::runtime_error("consume failed");
-    return consumer;
-  }
   static FakeBroker::Settle reject(std::uint16_t channel, std::uint64_t tag) { return {"basic.reject", channel, tag, true}; }
 };
 
@@ -589,8 +560,7 @@ TEST_F(HandleTest, a_delivery_that_raced_a_stream_subscriptions_cancel_is_not_re
 // application reads again.
 TEST_F(HandleTest, a_full_buffer_of_a_prefetch_bounded_stream_consumer_keeps_the_connection_reading) {
   driver.broker_configs[5001].heartbeat_s = 1;
-  auto c = dial("amqp://guest:guest@fake:5001?heartbeat=1");
-  driver.run();
+  auto c = connect_to_world("?heartbeat=1");
   ASSERT_TRUE(c->is_open());
   auto subscribed = channel(*c);
   auto other = channel(*c);

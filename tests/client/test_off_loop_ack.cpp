@@ -5,50 +5,14 @@
 
 #include <thread>
 
-#include "client/fake_driver.hpp"
 #include "client/open_channel.hpp"
+#include "client/world_channel.hpp"
 #include "warren/client/connection.hpp"
 
 namespace warren::test {
 namespace {
 
-class OffLoopAck : public ::testing::Test {
- protected:
-  FakeDriver driver;
-  BrokerWorld world;
-  std::shared_ptr<client::Connection> conn;
-  client::Channel ch;
-
-  void SetUp() override {
-    driver.hosts[5001] = FakeDriver::Host::broker;
-    driver.broker_configs[5001] = FakeBroker::Config{false, false, &world, 0};
-    auto url = client::parse_url("amqp://guest:guest@fake:5001");
-    ASSERT_TRUE(url.ok());
-    bool ready = false;
-    conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { ready = r.ok(); });
-    driver.run();
-    ASSERT_TRUE(ready) << "not connected";
-    ch = open_channel_now(driver, *conn);
-  }
-  FakeBroker& broker() { return driver.last_broker(); }
-  void fill(const std::string& q, int n) {
-    for (int i = 1; i <= n; ++i) world.queues[q].push_back(BrokerWorld::Message{q + "-" + std::to_string(i), {}, {}, false});
-    world.dispatch();
-    driver.run();
-  }
-  // A push subscription that keeps every delivery as an owned Message.
-  client::Consumer keep_all(const std::string& q, std::vector<client::Message>& kept) {
-    world.queues[q];
-    client::Consumer consumer;
-    ch.consume({.queue = q}, [&kept](const client::Delivery& d) { kept.push_back(d.take()); },
-               [&](Result<client::Consumer> r) {
-                 if (r) consumer = std::move(*r);
-               });
-    driver.run();
-    if (!consumer.active()) throw std::runtime_error("consume failed");
-    return consumer;
-  }
-};
+using OffLoopAck = WorldChannelTest;
 
 // A Message is owned and may be acked on any thread: from another thread the ack is handed to
 // the loop (nothing is written from that thread) and goes out when the loop runs it. A

@@ -5,8 +5,7 @@
 
 #include <set>
 
-#include "client/fake_driver.hpp"
-#include "client/open_channel.hpp"
+#include "client/world_channel.hpp"
 #include "warren/client/connection.hpp"
 #include "warren/client/trace_context.hpp"
 
@@ -70,20 +69,10 @@ TEST(TraceContext, a_child_keeps_the_trace_and_takes_a_new_span) {
   EXPECT_NE(root.trace_id, parent.trace_id);
 }
 
-class TracedPublish : public ::testing::Test {
+class TracedPublish : public WorldChannelTest {
  protected:
-  FakeDriver driver;
-  BrokerWorld world;
-  std::shared_ptr<client::Connection> conn;
-  client::Channel ch;
-
   void SetUp() override {
-    driver.hosts[5001] = FakeDriver::Host::broker;
-    driver.broker_configs[5001] = FakeBroker::Config{.world = &world};
-    auto url = client::parse_url("amqp://guest:guest@fake:5001");
-    conn = client::Connection::connect(driver, *url, {}, [](Result<void>) {});
-    driver.run();
-    ch = open_channel_now(driver, *conn);
+    WorldChannelTest::SetUp();
     world.queues["q"];
   }
   client::Message next() {
