@@ -206,7 +206,9 @@ class PerfJob final : public Job {
       if (window > 0 && p.sent - settled_count(p) >= window) return;  // a confirm calls again
       if (p.conn->congested()) return;                                // on_writable does
       if (args_->rate > 0 && p.sent >= allowed_by_rate()) return pace(p);
-      if (body_.size() >= 8) {
+      // The send time, for this run's consumers to measure latency by; a run without
+      // consumers does not read the clock per message (it would be measured as the client's).
+      if (args_->consumers > 0 && body_.size() >= 8) {
         const std::uint64_t t = now_ns();
         std::memcpy(body_.data(), &t, 8);
       }
