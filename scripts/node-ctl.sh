@@ -15,7 +15,12 @@ set -uo pipefail
 dir=$1 node=$2
 shift 2
 export HOME=$dir  # the node's Erlang cookie
-real() { exec /usr/lib/rabbitmq/bin/"${RMQ_TOOL:-rabbitmqctl}" -n "$node" "$@"; }
+out=
+# The real CLI in this process's place (exec runs no EXIT trap: the scratch file goes first).
+real() {
+  [[ -n $out ]] && rm -f "$out"
+  exec /usr/lib/rabbitmq/bin/"${RMQ_TOOL:-rabbitmqctl}" -n "$node" "$@"
+}
 [[ ${RMQ_TOOL:-rabbitmqctl} == rabbitmqctl ]] || real "$@"
 
 args=("$@")
@@ -46,7 +51,7 @@ fast() {
   on_node "$1"
   local rc=$?
   shift
-  if ((rc == 2)); then rm -f "$out"; real "$@"; fi
+  if ((rc == 2)); then real "$@"; fi
   if ((rc == 1)); then
     echo "Error:"
     cat "$out"
