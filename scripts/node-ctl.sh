@@ -2,11 +2,12 @@
 # rabbitmqctl for a node started by broker-start.sh: DIR/rabbitmqctl runs this.
 #   node-ctl.sh DIR NODE [rabbitmqctl arguments...]
 # Each rabbitmqctl call boots an Erlang VM for the CLI: about 0.9 s of CPU on an idle machine,
-# and the suites make some 300 such calls in a run (most of them polling queue counts), beside
+# and the broker lanes' suites made 236 such calls in a run (most of them polling queue counts), beside
 # the readiness polls of seven booting nodes. So the calls the suites make most are answered
 # through erl_call (Erlang's own client, in erlang-base beside rabbitmq-server; a few ms),
 # evaluating on the node what the CLI's command evaluates, with the CLI's output:
-#   list_queues [name|messages|messages_ready|messages_unacknowledged|consumers ...] (vhost /)
+#   list_queues [name|messages|messages_ready|messages_unacknowledged|consumers ...] (vhost /;
+#     the column names only above rows, as the CLI prints them)
 #   eval EXPR, set_vm_memory_high_watermark FRACTION, await_startup [-t SECONDS], stop [PIDFILE]
 # Anything else, any other option, and any of these when the node cannot be reached (so the
 # error is the CLI's own), goes to the real rabbitmqctl. RMQ_TOOL=rabbitmq-plugins etc. picks
@@ -46,12 +47,15 @@ on_node() {
     *) printf '%s\n' "$said" >"$out"; return 1 ;;
   esac
 }
-# fast CODE ARGS...: run CODE on the node and print its output; the real CLI when unreachable.
+# fast CODE SAID ARGS...: run CODE on the node and print SAID (the CLI's informational lines,
+# none with -q), then CODE's output; the real CLI when the node is unreachable, so that what
+# it prints is the CLI's alone.
 fast() {
   on_node "$1"
-  local rc=$?
-  shift
+  local rc=$? said=$2
+  shift 2
   if ((rc == 2)); then real "$@"; fi
+  ((quiet)) || printf '%s' "$said"
   if ((rc == 1)); then
     echo "Error:"
     cat "$out"
@@ -67,7 +71,6 @@ case $command in
     for c in "${columns[@]}"; do
       [[ $c =~ ^(name|messages|messages_ready|messages_unacknowledged|consumers)$ ]] || real "$@"
     done
-    ((quiet)) || printf 'Timeout: 60.0 seconds ...\nListing queues for vhost / ...\n'
     list=$(IFS=,; echo "${columns[*]}")
     fast "Cols = [$list],
       Text = fun({resource, _, queue, N}) -> N; (V) when is_integer(V) -> integer_to_binary(V);
@@ -75,7 +78,9 @@ case $command in
       Row = fun(Vs) -> [lists:join(<<\"\\t\">>, Vs), <<\"\\n\">>] end,
       Rows = [Row([Text(proplists:get_value(C, Info)) || C <- Cols])
               || Info <- rabbit_amqqueue:info_all(<<\"/\">>, Cols)],
-      ok = file:write_file(WarrenCtlOut, [Row([atom_to_binary(C) || C <- Cols]) | Rows])" "$@"
+      Header = case Rows of [] -> []; _ -> Row([atom_to_binary(C) || C <- Cols]) end,
+      ok = file:write_file(WarrenCtlOut, [Header | Rows])" \
+      $'Timeout: 60.0 seconds ...\nListing queues for vhost / ...\n' "$@"
     ;;
   eval)
     ((${#rest[@]} == 1)) || real "$@"
@@ -87,14 +92,14 @@ case $command in
       case WarrenCtlResult of
         {value, WarrenCtlV} -> ok = file:write_file(WarrenCtlOut, io_lib:format(\"~p~n\", [WarrenCtlV]));
         WarrenCtlRaised -> ok = file:write_file(WarrenCtlOut, io_lib:format(\"~p~n\", [WarrenCtlRaised])), failed
-      end" "$@"
+      end" "" "$@"
     ;;
   set_vm_memory_high_watermark)
     ((${#rest[@]} == 1)) && [[ ${rest[0]} =~ ^[0-9]*\.[0-9]+$ ]] || real "$@"
     fraction=${rest[0]}
     [[ $fraction == .* ]] && fraction=0$fraction
-    ((quiet)) || echo "Setting memory threshold on $node to ${rest[0]} ..."
-    fast "ok = vm_memory_monitor:set_vm_memory_high_watermark($fraction), ok = file:write_file(WarrenCtlOut, <<>>)" "$@"
+    fast "ok = vm_memory_monitor:set_vm_memory_high_watermark($fraction), ok = file:write_file(WarrenCtlOut, <<>>)" \
+      "Setting memory threshold on $node to ${rest[0]} ..."$'\n' "$@"
     ;;
   await_startup)
     seconds=300
@@ -102,17 +107,23 @@ case $command in
     elif ((${#rest[@]})); then real "$@"; fi
     # A node not up yet is "unreachable": the real CLI then says so, as it would (and costs
     # what it costs: broker-start.sh polls with erl_call itself until the node answers).
-    fast "ok = rabbit:await_startup(node(), false, $seconds * 1000), ok = file:write_file(WarrenCtlOut, <<>>)" "$@"
+    fast "ok = rabbit:await_startup(node(), false, $seconds * 1000), ok = file:write_file(WarrenCtlOut, <<>>)" "" "$@"
     ;;
   stop)
     ((${#rest[@]} <= 1)) || real "$@"
-    pid=
-    if ((${#rest[@]})); then pid=$(cat "${rest[0]}" 2>/dev/null) || real "$@"; fi
-    ((quiet)) || echo "Stopping and halting node $node ..."
+    pid= said="Stopping and halting node $node ..."$'\n'
+    if ((${#rest[@]})); then
+      pid=$(cat "${rest[0]}" 2>/dev/null) || real "$@"
+      said="Stopping and halting node $node (will monitor pid file ${rest[0]}) ..."$'\n'
+    fi
     # The node halts under the call: it answers first, then stops from a process of its own.
-    fast "spawn(rabbit, stop_and_halt, []), ok = file:write_file(WarrenCtlOut, <<>>)" "$@"
-    # With a pid file, return once that process has ended, as the CLI does.
-    if [[ -n $pid ]]; then while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; fi
+    fast "spawn(rabbit, stop_and_halt, []), ok = file:write_file(WarrenCtlOut, <<>>)" "$said" "$@"
+    # With a pid file, return once that process has ended, as the CLI does (and says so, with
+    # no line end).
+    if [[ -n $pid ]]; then
+      while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+      ((quiet)) || printf 'process %s (take from pid file %s) is no longer running' "$pid" "${rest[0]}"
+    fi
     ;;
   *) real "$@" ;;
 esac
