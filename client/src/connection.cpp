@@ -126,6 +126,7 @@ void Connection::dial_next() {
   peer_ = host.host + ":" + std::to_string(host.port);
   observe("connection.connecting", Level::info);
   stream_ = driver_.dial(host, *options_.connect_timeout, std::move(tls), *this);
+  replies_owed_ = false;
   if (options_.read_batching.min_bytes > 0) stream_->set_read_batching(options_.read_batching);
 }
 
@@ -209,6 +210,7 @@ void Connection::pump() {
     return;
   }
   flush();
+  tell_replies_owed();
   if (const bool want = engine_->wants_input() && (input_holds_ == 0 || peek_); stream_ && want != reading_) {
     reading_ = want;
     stream_->set_reading(reading_);
@@ -226,6 +228,18 @@ void Connection::pump() {
     stream_.reset();
     drop_timers();
   }
+}
+
+// A deep confirm window: the stream batches the reads of its confirms (ReadBatching::
+// owed_confirms). Checked in pump (per read, write, timer and command outside a callback),
+// not per confirm; the stream hears only of changes.
+void Connection::tell_replies_owed() {
+  const auto& batching = options_.read_batching;
+  if (!stream_ || batching.min_bytes == 0 || batching.owed_confirms == 0) return;
+  const bool owed = engine_->unconfirmed_publishes() >= batching.owed_confirms;
+  if (owed == replies_owed_) return;
+  replies_owed_ = owed;
+  stream_->set_replies_owed(owed);
 }
 
 void Connection::dispatch(const engine::Event& event) {

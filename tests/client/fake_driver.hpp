@@ -1218,6 +1218,12 @@ class FakeDriver final : public client::Driver {
     FakeStream* s = stream_on(port);
     return s ? s->read_batching : std::nullopt;
   }
+  // What the client last told the newest open stream to `port` (set_replies_owed), and how
+  // often it told it anything; nullopt without such a stream.
+  [[nodiscard]] std::optional<std::pair<bool, int>> replies_owed_on(std::uint16_t port) {
+    FakeStream* s = stream_on(port);
+    return s ? std::optional(std::pair{s->replies_owed, s->replies_owed_calls}) : std::nullopt;
+  }
   // The newest open stream dialled to `port`, if any.
   [[nodiscard]] FakeBroker* broker_on(std::uint16_t port) {
     FakeStream* s = stream_on(port);
@@ -1349,6 +1355,10 @@ class FakeDriver final : public client::Driver {
       drain();
     }
     void set_read_batching(client::ReadBatching b) override { read_batching = b; }
+    void set_replies_owed(bool owed) override {
+      replies_owed = owed;
+      ++replies_owed_calls;
+    }
     // Hands what is held to the client on a later turn: all of it, or (split) the next piece.
     void drain() {
       if (drain_posted || held.empty() || !reading || holding) return;
@@ -1390,6 +1400,8 @@ class FakeDriver final : public client::Driver {
     std::unique_ptr<FakeBroker> broker;
     std::unique_ptr<client::Timer> dial_timer;
     std::optional<client::ReadBatching> read_batching;  // what the client asked for, if anything
+    bool replies_owed = false;  // what the client last said (set_replies_owed)
+    int replies_owed_calls = 0;
     bool reading = true;
     std::vector<std::byte> held;
     bool holding = false;  // a fault holds what arrives

@@ -65,6 +65,47 @@ TEST_F(ConnectionTest, the_default_asks_the_stream_for_batching_past_bursts_and_
   EXPECT_FALSE(driver.read_batching_on(5002).has_value());
 }
 
+// Issue 25: a publisher's deep confirm window batches the reads of its confirms. The stream
+// is told once the publishes awaiting confirms reach ReadBatching::owed_confirms, and told
+// again once confirms bring them below it; with batching off it is told nothing.
+TEST_F(ConnectionTest, a_deep_confirm_window_tells_the_stream_replies_are_owed_until_its_confirms_come) {
+  std::vector<client::Channel> channels;  // a channel lives while a handle does
+  BrokerWorld world;                      // the model broker: it holds confirms and releases them
+  world.queues["q"];
+  auto publish_three = [&](std::uint16_t port, client::ClientOptions options, int& confirmed) {
+    driver.hosts[port] = FakeDriver::Host::broker;
+    driver.broker_configs[port] = FakeBroker::Config{.hold_confirms = true, .world = &world};
+    auto c = dial("amqp://guest:guest@fake:" + std::to_string(port), std::move(options));
+    driver.run();
+    if (ready.last != "ok") throw std::runtime_error("not connected: " + ready.last);
+    auto ch = channel(*c);
+    ch.confirm_select(nullptr);
+    driver.run();
+    auto count = [&confirmed](Result<engine::PublishOutcome> r) {
+      if (r && *r == engine::PublishOutcome::confirmed) ++confirmed;
+    };
+    ch.publish({.routing_key = "q"}, text("1"), count);
+    ch.publish({.routing_key = "q"}, text("2"), count);
+    driver.run();
+    EXPECT_EQ(driver.replies_owed_on(port), std::pair(false, 0)) << "told at two awaiting confirms of three";
+    ch.publish({.routing_key = "q"}, text("3"), count);
+    driver.run();
+    channels.push_back(ch);
+    return c;
+  };
+  int confirmed = 0;
+  auto c = publish_three(5001, {.read_batching = {.min_bytes = 4096, .owed_confirms = 3}}, confirmed);
+  EXPECT_EQ(driver.replies_owed_on(5001), std::pair(true, 1)) << "three awaiting confirms of three";
+  driver.last_broker().release_confirms_as_multiple();
+  driver.run();
+  EXPECT_EQ(confirmed, 3);
+  EXPECT_EQ(driver.replies_owed_on(5001), std::pair(false, 2)) << "the confirms came";
+
+  int confirmed_off = 0;
+  auto off = publish_three(5002, {.read_batching = {}}, confirmed_off);
+  EXPECT_EQ(driver.replies_owed_on(5002), std::pair(false, 0)) << "batching off, yet the stream was told";
+}
+
 // Finding 2: a channel whose open-ok had not come when the connection died was never told.
 TEST_F(ConnectionTest, a_channel_still_opening_when_the_connection_dies_is_told_once) {
   auto c = connected();

@@ -167,6 +167,33 @@ TEST_P(ReadBatching, a_reset_below_the_mark_reads_what_came_before_it_and_names_
   EXPECT_NE(events.error->to_string().find("reset"), std::string::npos) << events.error->to_string();
 }
 
+// Issue 25: while the client says replies are owed (a deep confirm window), a read of a few
+// bytes batches as a burst would: the next bytes below the mark are held. Told they are no
+// longer owed, the stream reads what is held at once, well before max_wait, and so the next.
+TEST_P(ReadBatching, while_replies_are_owed_small_reads_batch_and_the_held_bytes_come_once_they_are_not) {
+  connect(client::ReadBatching{.min_bytes = 4096, .max_wait = 1500ms, .burst_bytes = 1000});
+  stream->set_replies_owed(true);
+  send(21);  // one confirm after a quiet spell: read at once
+  ASSERT_TRUE(read_within(21, 1000ms));
+  send(21);  // owed: that read started batching, so this one is held below the mark
+  EXPECT_FALSE(read_within(42, 150ms)) << "read at once while replies are owed";
+  const auto told = std::chrono::steady_clock::now();
+  stream->set_replies_owed(false);
+  ASSERT_TRUE(read_within(42, 5s)) << "the held bytes were never read";
+  EXPECT_LT(std::chrono::steady_clock::now() - told, 1000ms) << "held until max_wait after replies were no longer owed";
+  send(21);
+  EXPECT_TRUE(read_within(63, 1000ms)) << "a quiet stream held its next bytes";
+}
+
+TEST_P(ReadBatching, without_batching_owed_replies_change_nothing) {
+  connect(std::nullopt);
+  stream->set_replies_owed(true);
+  send(21);
+  ASSERT_TRUE(read_within(21, 1000ms));
+  send(21);
+  EXPECT_TRUE(read_within(42, 1000ms)) << "held without batching";
+}
+
 // Issue 25: batching past bursts only (ClientOptions' default is of this kind). Reads that
 // bring less than burst_bytes are read at once, as without batching; a read of a burst starts
 // batching, reads of half a burst keep it, and the first read of less ends it.

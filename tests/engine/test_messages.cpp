@@ -68,6 +68,37 @@ TEST(Confirms, acks_and_nacks_with_multiple) {
   });
 }
 
+// Issue 25: the depth of the publishers' windows, which the client batches reads by.
+TEST(Confirms, unconfirmed_publishes_is_the_depth_of_the_window) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now).ok());
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 0u) << "a publish outside confirm mode awaits no confirm";
+  b.expect_sent("ch1 basic.publish(exchange=\"\", routing_key=\"q\", mandatory=false, immediate=false)");
+  b.expect_sent("ch1 header(size=1, {})");
+  b.expect_sent("ch1 body(\"m\")");
+  b.expect_event("publish(ch1 p1 written)");
+  select_confirms(b, 1);
+  b.send(1, ConfirmSelectOk{});
+  b.next_event();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now).ok());
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 5u);
+  b.send(1, BasicAck{2, true});
+  b.next_event();
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 3u);
+  b.send(1, BasicNack{5, false, false});  // out of order: still counted behind 3 and 4
+  b.next_event();
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 3u);
+  b.send(1, BasicAck{4, true});
+  b.next_event();
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 0u);
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now).ok());
+  b.advance(10s);  // timed out: settled, not awaited
+  b.next_event();
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 0u);
+}
+
 TEST(Confirms, a_confirm_for_a_publish_never_made_is_a_protocol_error) {
   ScriptedBroker b;
   b.connect();

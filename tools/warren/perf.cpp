@@ -41,6 +41,9 @@ struct PerfArgs {
   std::optional<std::size_t> read_min_bytes;
   std::uint64_t read_max_wait_us = 1000;
   std::size_t read_burst_bytes = 0;
+  // Producers: the depth of the confirm window at which their confirms are read in batches;
+  // unset, ClientOptions' default (ReadBatching::owed_confirms); 0: never.
+  std::optional<std::size_t> read_owed_confirms;
   bool json = false;
 };
 
@@ -130,7 +133,9 @@ class PerfJob final : public Job {
   // Connection, channel, and confirm mode when asked for; publishing starts once every
   // worker is ready, so consumers are listening before the first message.
   void setup_producer(Producer& p) {
-    connect_another([this, &p](Result<std::shared_ptr<client::Connection>> c) {
+    client::ClientOptions options = this->options();
+    if (args_->read_owed_confirms) options.read_batching.owed_confirms = *args_->read_owed_confirms;
+    connect_another(std::move(options), [this, &p](Result<std::shared_ptr<client::Connection>> c) {
       if (!c) return fail("producer connect", c.error());
       p.conn = std::move(*c);
       p.conn->open_channel([this, &p](Result<client::Channel> ch) {
@@ -456,6 +461,8 @@ void add_perf(CLI::App& app, Runner& run) {
                   "... or this many microseconds after the last read (default 1000)");
   cmd->add_option("--read-burst-bytes", args->read_burst_bytes,
                   "... and only after a read of this many bytes or more (default 0: after any read)");
+  cmd->add_option("--read-owed-confirms", args->read_owed_confirms,
+                  "producers: read confirms in batches while this many publishes await them (default 256; 0: never)");
   cmd->add_flag("--json", args->json, "one summary line of JSON");
   cmd->callback([&run, args] { run = [args] { return PerfJob(args).run(); }; });
 }

@@ -433,5 +433,10 @@ bool Connection::wants_input() const noexcept { return !impl_->input_dead_ && !i
 bool Connection::congested() const noexcept { return impl_->congested(); }
 const Error* Connection::error() const noexcept { return impl_->error_ ? &*impl_->error_ : nullptr; }
 std::uint32_t Connection::frame_max_bytes() const noexcept { return impl_->frame_max_; }
+std::size_t Connection::unconfirmed_publishes() const noexcept {
+  std::size_t n = 0;
+  for (ChannelId id : impl_->active_) n += impl_->channels_[id]->unconfirmed.size();
+  return n;
+}
 
 }  // namespace warren::engine

@@ -65,6 +65,7 @@ struct State : std::enable_shared_from_this<State> {
   // Read batching (client::ReadBatching); see read().
   client::ReadBatching batching;
   bool streaming = false;  // bytes keep coming: the mark is min_bytes, reads wait for it
+  bool replies_owed = false;  // the client's word: any read that brings bytes is a burst
   bool non_blocking = false;
   detail::OperationBlocks batch_ops;
 
@@ -191,15 +192,15 @@ struct State : std::enable_shared_from_this<State> {
     (void)::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark);
   }
 
-  // After a read of `found` bytes: a burst (burst_bytes or more; any bytes when that is 0)
-  // starts streaming, half a burst keeps it; anything less ends it, and the next bytes are
-  // read at once.
+  // After a read of `found` bytes: a burst (burst_bytes or more; any bytes when that is 0, or
+  // while replies are owed) starts streaming, half a burst keeps it; anything less ends it,
+  // and the next bytes are read at once.
   void batch_after_read(std::size_t found) {
     if (!batching_on()) return;
     // Half a burst keeps it going: a stream that bursts at about the rate that makes a
     // burst per max_wait would otherwise start and end batching on every other read.
     const std::size_t needed = streaming ? batching.burst_bytes / 2 : batching.burst_bytes;
-    if (found > 0 && found >= needed) {
+    if (found > 0 && (found >= needed || replies_owed)) {
       if (!streaming) {
         streaming = true;
         if (!non_blocking) {
@@ -213,10 +214,21 @@ struct State : std::enable_shared_from_this<State> {
       }
       wait_batch_timer();
     } else if (streaming) {
-      streaming = false;
-      set_mark(1);
-      batch_timer.cancel();
+      end_streaming();
     }
+  }
+
+  // Quiet: the next bytes are read at once. A wait in flight for the mark completes as soon as
+  // a byte is there (the kernel re-checks readiness when the mark is lowered).
+  void end_streaming() {
+    streaming = false;
+    set_mark(1);
+    batch_timer.cancel();
+  }
+
+  void set_replies_owed(bool owed) {
+    replies_owed = owed;
+    if (!owed && streaming && batching_on()) end_streaming();
   }
 
   // Re-armed after every read: moving the deadline replaces the wait in flight (which ends
@@ -299,6 +311,7 @@ class AsioStream final : public client::Stream {
     if (state_->streaming) state_->wait_batch_timer();
   }
   void set_read_batching(client::ReadBatching batching) override { state_->batching = batching; }
+  void set_replies_owed(bool owed) override { state_->set_replies_owed(owed); }
   void close() override { state_->close(); }
 
  private:

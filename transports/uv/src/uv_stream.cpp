@@ -122,6 +122,13 @@ class UvStream final : public client::Stream {
     uv_unref(reinterpret_cast<uv_handle_t*>(batch_timer_));  // the socket keeps the loop alive, not this
   }
 
+  void set_replies_owed(bool owed) override {
+    replies_owed_ = owed;
+    // No longer owed: what sits below the mark is read at once (lowering the mark makes the
+    // kernel signal it), and so are the next bytes.
+    if (!owed && streaming_ && batching()) end_streaming();
+  }
+
   void close() override {
     events_ = nullptr;
     if (resolver_) {
@@ -275,7 +282,8 @@ class UvStream final : public client::Stream {
   // what comes is read at once. Streaming (after a read of a burst: burst_bytes or more, any
   // bytes when that is 0): the mark is min_bytes, so the kernel wakes us only for that much,
   // and a timer reads what is below it max_wait after the last read. A read of less than half
-  // a burst (one that finds nothing among them) means quiet again.
+  // a burst (one that finds nothing among them) means quiet again. While the client says
+  // replies are owed, any read that brings bytes counts as a burst.
 
   bool batching() const { return batching_.min_bytes > 0 && connected_; }
 
@@ -302,17 +310,21 @@ class UvStream final : public client::Stream {
     // Half a burst keeps it going: a stream that bursts at about the rate that makes a
     // burst per max_wait would otherwise start and end batching on every other read.
     const std::size_t needed = streaming_ ? batching_.burst_bytes / 2 : batching_.burst_bytes;
-    if (found > 0 && found >= needed) {
+    if (found > 0 && (found >= needed || replies_owed_)) {
       if (!streaming_) {
         streaming_ = true;
         set_mark(static_cast<int>(mark_bytes()));
       }
       arm_batch_timer();
     } else if (streaming_) {
-      streaming_ = false;
-      set_mark(1);
-      uv_timer_stop(batch_timer_);
+      end_streaming();
     }
+  }
+
+  void end_streaming() {
+    streaming_ = false;
+    set_mark(1);
+    uv_timer_stop(batch_timer_);
   }
 
   // The mark never exceeds one read buffer: a mark that one read could not take would leave
@@ -439,6 +451,7 @@ class UvStream final : public client::Stream {
   uv_timer_t* batch_timer_ = nullptr;
   client::ReadBatching batching_;
   bool streaming_ = false;  // batching: bytes keep coming, the mark is min_bytes
+  bool replies_owed_ = false;  // the client's word: any read that brings bytes is a burst
   uv_getaddrinfo_t* resolver_ = nullptr;
   std::vector<Address> addresses_;
   std::size_t next_address_ = 0;

@@ -171,6 +171,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void dial_next();
   void pump();   // poll and dispatch events, write, re-arm the timer
   void flush();  // write what is pending, if no write is in flight
+  void tell_replies_owed();  // a deep confirm window batches the stream's reads
   void dispatch(const engine::Event& e);
   void finish(const Error& cause);  // the end: settle every waiter once, then on_closed
   void later(std::function<void()> fn);  // a callback that must not run inside the caller's call
@@ -216,6 +217,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   bool dispatching_ = false;
   std::size_t write_in_flight_ = 0;  // bytes of the write in flight, 0 when none
   bool reading_ = true;
+  bool replies_owed_ = false;  // told to the stream: a deep confirm window (ReadBatching::owed_confirms)
   bool ready_reported_ = false;
   bool closed_reported_ = false;  // finish() ran: nothing is reported after it
   bool close_asked_ = false;      // close() was called

@@ -36,6 +36,12 @@ struct TlsSettings {
 //   one message per wake-up); a read of less than half that, or one that finds nothing, ends
 //   it and the next bytes are read at once. With burst_bytes 0 (throughput mode) any read
 //   starts it and only a read that finds nothing ends it.
+// - It also runs while the broker owes the connection many replies: `owed_confirms` or more
+//   publishes awaiting their confirms (a publisher's deep window). Those confirms are due
+//   anyway and each is already about window / rate late; reading them once per max_wait, not
+//   once per broker write, is most of a confirming publisher's CPU (W2 in docs/benchmarks.md).
+//   A shallow window (a paced publisher, one waiting for each confirm) never reaches it.
+//   0: never.
 // - min_bytes 0 is off: every readable byte is read at once.
 // libuv's timers count whole milliseconds: there, max_wait is rounded up to one. A min_bytes
 // above the drivers' read buffer (64 KiB) counts as 64 KiB: one read could not take more.
@@ -43,15 +49,17 @@ struct ReadBatching {
   std::size_t min_bytes = 0;
   std::chrono::microseconds max_wait{1000};
   std::size_t burst_bytes = 0;
+  std::size_t owed_confirms = 256;
 };
 
 // ClientOptions' default: batching starts after a read of 4 KiB (~25 deliveries of 64 B) and
 // goes on while reads bring 2 KiB, so a consumer of a sparse or paced stream (one message per
 // read; 10,000 msg/s of 64 B is 1.6 KiB a millisecond) reads each at once, as without
 // batching, and one that drains a backlog wakes about once a millisecond instead of once per
-// broker write.
+// broker write. A publisher with 256 or more publishes awaiting confirms reads them about once
+// a millisecond too.
 inline constexpr ReadBatching adaptive_read_batching{
-    .min_bytes = 32 * 1024, .max_wait = std::chrono::milliseconds(1), .burst_bytes = 4096};
+    .min_bytes = 32 * 1024, .max_wait = std::chrono::milliseconds(1), .burst_bytes = 4096, .owed_confirms = 256};
 
 // What a stream reports, on the loop's thread.
 class StreamEvents {
@@ -72,6 +80,10 @@ class Stream {
   virtual void set_reading(bool reading) = 0;
   // Off until called; a stream that cannot batch (a fake) reads at once, as before.
   virtual void set_read_batching(ReadBatching) {}
+  // The client's word that the broker owes many replies (ReadBatching::owed_confirms): while
+  // true, every read that brings bytes batches as a burst does; false, the next bytes are read
+  // at once. Nothing without read batching.
+  virtual void set_replies_owed(bool) {}
   virtual void close() = 0;  // no events after this
 };
 
