@@ -83,9 +83,10 @@ pika=bench/pika_perf.py
 pika_count=$((count < 50000 ? count : 50000))
 peer_clients=(amqp091-go java java-warm amqplib)
 # Throughput mode for the -batch rows and the latency section; batching off (every readable
-# byte read at once, the default before issue 25) for the -unbatched rows.
+# byte read at once, the default before issue 25: consumers' batching and the reads of a deep
+# confirm window's confirms) for the -unbatched rows.
 batch=(--read-min-bytes 32768 --read-max-wait 2000)
-unbatched=(--read-min-bytes 0)
+unbatched=(--read-min-bytes 0 --read-owed-confirms 0)
 
 broker_dir=$(mktemp -d /tmp/warren-bench-broker.XXXXXX)
 trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
@@ -194,6 +195,7 @@ for ((r = 0; r < rounds; r++)); do
   echo "round $((r + 1)) of $rounds"
   for w in W1 W2 W3; do
     clients=(warren-uv warren-asio rabbitmq-c pika wire-floor "${peer_clients[@]}" "${extra_clients[@]}")
+    [[ $w == W2 ]] && clients+=(warren-uv-unbatched warren-asio-unbatched)
     [[ $w == W3 ]] && clients+=(warren-asio-receive warren-uv-batch warren-asio-batch warren-uv-unbatched warren-asio-unbatched)
     for ((i = 0; i < ${#clients[@]}; i++)); do
       run "${clients[(i + r) % ${#clients[@]}]}" "$w"
@@ -206,6 +208,7 @@ for w in W1 W2 W3; do
   # The JVM under strace -f is another program (its threads' safepoints): not counted.
   clients=(warren-uv warren-asio rabbitmq-c pika wire-floor amqp091-go amqplib)
   for c in "${extra_clients[@]}"; do [[ $c == warren-uv-metrics || $c == warren-uv-baseline ]] || clients+=("$c"); done
+  [[ $w == W2 ]] && clients+=(warren-uv-unbatched warren-asio-unbatched)
   [[ $w == W3 ]] && clients+=(warren-uv-batch warren-asio-batch warren-uv-unbatched warren-asio-unbatched)
   for c in "${clients[@]}"; do syscalls "$c" "$w"; done
 done

@@ -101,8 +101,10 @@ lines = [
     "(`warren perf --read-min-bytes 32768 --read-max-wait 2000`).",
     "- warren-uv and warren-asio run at default settings, where read batching engages only past "
     "bursts (`client::adaptive_read_batching`: after a read of 4 KiB or more, mark 32 KiB, max_wait "
-    "1 ms; a read of less than 2 KiB ends it). warren-uv-unbatched and warren-asio-unbatched are the same "
-    "consumer with batching off (`--read-min-bytes 0`: every readable byte read at once, the "
+    "1 ms; a read of less than 2 KiB ends it) and while 256 or more publishes await their confirms "
+    "(`ReadBatching::owed_confirms`: W2's 1,000 in flight reads its confirms about once a millisecond). "
+    "warren-uv-unbatched and warren-asio-unbatched are the same programs with batching off "
+    "(`--read-min-bytes 0 --read-owed-confirms 0`: every readable byte read at once, the "
     "default before issue 25).",
     "- CPU is the client process's user + system time (getrusage) over the measured phase, "
     "divided by the messages moved.",
@@ -138,11 +140,12 @@ for w in workloads:
     best = best_peer(w)
     if best:
         lines.append(f"- {w}: the best peer is {shown.get(best[1], best[1])} ({best[0]:.2f} µs/msg).")
-for d in ("uv", "asio"):
-    on, off = table[(f"warren-{d}", "W3")], table[(f"warren-{d}-unbatched", "W3")]
-    if on and off and off["cpu"] > 0:
-        lines.append(f"- W3: warren-{d} at default settings (batching past bursts) costs {on['cpu'] / off['cpu']:.2f}x "
-                     f"the CPU per message of warren-{d}-unbatched (batching off).")
+for w, how in (("W2", "a deep confirm window's confirms read in batches"), ("W3", "batching past bursts")):
+    for d in ("uv", "asio"):
+        on, off = table[(f"warren-{d}", w)], table[(f"warren-{d}-unbatched", w)]
+        if on and off and off["cpu"] > 0:
+            lines.append(f"- {w}: warren-{d} at default settings ({how}) costs {on['cpu'] / off['cpu']:.2f}x "
+                         f"the CPU per message of warren-{d}-unbatched (batching off).")
 push, stream = table[("warren-asio", "W3")], table[("warren-asio-receive", "W3")]
 if push and stream and push["cpu"] > 0:
     lines += [
@@ -278,7 +281,7 @@ lines += [
     "own cost.",
     "- The wire floor does nothing a client could skip: where a client is close to it (W2, W3) "
     "what is left is the kernel's cost per wake-up and the broker's pace, and fewer wake-ups "
-    "(throughput mode) is the only way below it. In W1 the floor writes frames encoded once, "
+    "(throughput mode; a deep confirm window's batched reads in W2) is the only way below it. In W1 the floor writes frames encoded once, "
     "so its ratio is what encoding each message costs a client: the user-space share of W1.",
     "- The peers' figures are their own processes' CPU: the Go runtime's and the JVM's threads "
     "(garbage collection, the JIT on the cold run) count, as they do in a service running them.",

@@ -255,7 +255,7 @@ bench_smoke() {
   fi
   out=$(mktemp -d)
   bench/compare.sh --build build-ci --rounds 1 --count 2000 --scale-seconds 1 --out "$out" >"$out/log" 2>&1 &&
-    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 32 && [[ -s $out/benchmarks.png && -s $out/benchmarks-scale.png ]] &&
+    grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 34 && [[ -s $out/benchmarks.png && -s $out/benchmarks-scale.png ]] &&
     grep -q '^| warren-uv-batch |' "$out/benchmarks.md" && grep -q '^| W3 | warren-uv-metrics |' "$out/benchmarks.md" && grep -q '^| asio | 1 × 100 |' "$out/benchmarks.md"
   local rc=$?
   ((rc == 0)) || tail -n 30 "$out/log"
