@@ -12,6 +12,21 @@ namespace {
 // OpenTelemetry's messaging attributes: every messaging.* series names its system.
 const MetricLabel rabbitmq{"messaging.system", "rabbitmq"};
 
+// A queue's series: `labels` and where it came from. A queue the broker named (amq.gen-…; no
+// client may declare a name under amq.) is one of many that come and go: exclusive, one per
+// connection, a new one at every recovery. Its name as a label would make a series per queue
+// that outlives it, without bound in a long-running service. OpenTelemetry keeps
+// messaging.destination.name to names of low cardinality and offers the template and the
+// anonymous flag for the rest, so every such queue shares one series.
+MetricLabels queue_labels(std::string_view queue, std::string_view operation) {
+  if (queue.starts_with("amq.gen-"))
+    return {rabbitmq,
+            {"messaging.destination.anonymous", "true"},
+            {"messaging.destination.template", "amq.gen-*"},
+            {"messaging.operation.name", std::string(operation)}};
+  return {rabbitmq, {"messaging.destination.name", std::string(queue)}, {"messaging.operation.name", std::string(operation)}};
+}
+
 // Every series a connection writes (docs/observability.md has them in a table).
 namespace described {
 constexpr MetricDescription sent_messages{"messaging.client.sent.messages", "{message}",
@@ -138,16 +153,12 @@ void ConnectionMetrics::settled(const engine::PublishDone& done, engine::Instant
 }
 
 SubscriptionMetrics ConnectionMetrics::subscription(std::string_view queue) {
-  const MetricLabel destination{"messaging.destination.name", std::string(queue)};
-  return {&metrics_->counter(described::consumed_messages, {rabbitmq, destination, {"messaging.operation.name", "deliver"}}),
-          &metrics_->histogram(described::process_duration, {rabbitmq, destination, {"messaging.operation.name", "process"}})};
+  return {&metrics_->counter(described::consumed_messages, queue_labels(queue, "deliver")),
+          &metrics_->histogram(described::process_duration, queue_labels(queue, "process"))};
 }
 
 void ConnectionMetrics::got(std::string_view queue) {
-  metrics_->counter(described::consumed_messages, {rabbitmq,
-                                        {"messaging.destination.name", std::string(queue)},
-                                        {"messaging.operation.name", "get"}})
-      .add();
+  metrics_->counter(described::consumed_messages, queue_labels(queue, "get")).add();
 }
 
 void ConnectionMetrics::settled_delivery(Settle how, bool requeue) {

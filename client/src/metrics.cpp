@@ -186,7 +186,11 @@ std::string to_prometheus_text(const MetricsSnapshot& snapshot) {
     if (std::find(described.begin(), described.end(), name) == described.end()) {
       described.push_back(name);
       out += "# HELP " + name + " ";
-      for (char c : p->help) out += c == '\n' ? ' ' : c;
+      for (char c : p->help) {  // the format's two escapes in HELP (not the quote: it is unquoted)
+        if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else out += c;
+      }
       out += "\n# TYPE " + name + " ";
       out += p->kind == MetricKind::counter ? "counter" : p->kind == MetricKind::gauge ? "gauge" : "histogram";
       out += '\n';

@@ -50,6 +50,17 @@ TEST(MetricsText, prometheus_text_names_units_labels_and_microsecond_buckets) {
                 "warren_connection_io_bytes_total{network_io_direction=\"receive\"} 10\n");
 }
 
+// The format's HELP escapes: a backslash and a line feed (an application's own description may
+// hold either); a line feed left raw would end the line and break the exposition.
+TEST(MetricsText, help_escapes_backslash_and_line_feed) {
+  client::Metrics m;
+  m.counter({"app.jobs", "{job}", "Jobs from C:\\queue\nby worker"}).add();
+  EXPECT_EQ(m.prometheus_text(),
+            "# HELP app_jobs_total Jobs from C:\\\\queue\\nby worker\n"
+            "# TYPE app_jobs_total counter\n"
+            "app_jobs_total 1\n");
+}
+
 TEST(MetricsText, one_name_is_one_kind) {
   client::Metrics m;
   (void)m.counter({"a.b", "{x}", ""});
@@ -210,6 +221,41 @@ TEST_F(MetricsTest, deliveries_count_by_queue_with_the_callbacks_time_and_each_s
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(value("messaging.client.consumed.messages", {{"messaging.operation.name", "get"}}), 1);
   EXPECT_EQ(value("messaging.client.consumed.messages"), 3);
+}
+
+// Queues the broker named (amq.gen-…: exclusive, per connection, new at every recovery) share
+// one series, flagged anonymous with a template: as destination names they would add a series
+// per queue that outlives it, without bound in a long-running service.
+TEST_F(MetricsTest, queues_the_broker_named_share_one_anonymous_series) {
+  auto c = dial();
+  auto ch = open_channel_now(driver, *c);
+  std::vector<client::Consumer> consumers;
+  for (const std::string q : {"amq.gen-1", "amq.gen-2", "named"}) {
+    world.queues[q];
+    ch.consume({.queue = q}, [](const client::Delivery& d) { (void)d.ack(); },
+               [&](Result<client::Consumer> r) {
+                 if (r) consumers.push_back(std::move(*r));
+               });
+    driver.run();
+    ch.publish({.routing_key = q}, "m", nullptr);
+    driver.run();
+  }
+  ASSERT_EQ(consumers.size(), 3u);
+  const auto snap = metrics->snapshot();
+  std::vector<MetricLabels> deliver_series;
+  for (const auto& p : snap.points)
+    if (p.name == "messaging.client.consumed.messages") deliver_series.push_back(p.labels);
+  ASSERT_EQ(deliver_series.size(), 2u) << "one series for the broker-named queues, one for \"named\"";
+  const MetricLabels anonymous{{"messaging.destination.anonymous", "true"},
+                               {"messaging.destination.template", "amq.gen-*"},
+                               {"messaging.operation.name", "deliver"}};
+  EXPECT_EQ(snap.total("messaging.client.consumed.messages", anonymous), 2);
+  EXPECT_EQ(snap.total("messaging.client.consumed.messages", {{"messaging.destination.name", "named"}}), 1);
+  EXPECT_EQ(snap.find("messaging.client.consumed.messages", {{"messaging.destination.name", "amq.gen-1"}}), nullptr);
+  EXPECT_EQ(snap.find("messaging.process.duration", {{"messaging.destination.name", "amq.gen-2"}}), nullptr);
+  const auto* process = snap.find("messaging.process.duration", {{"messaging.destination.anonymous", "true"}});
+  ASSERT_NE(process, nullptr);
+  EXPECT_EQ(process->cumulative.back(), 2u) << "both broker-named queues' callbacks, in one histogram";
 }
 
 TEST_F(MetricsTest, gauges_follow_connections_channels_and_blocks_and_a_dropped_connection_leaves_none) {
