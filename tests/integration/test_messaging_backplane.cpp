@@ -35,12 +35,7 @@ class MessagingBackplane : public ClientSuite {
     if (!r) throw std::runtime_error("join: " + r.error().to_string());
   }
   // The channels the broker counts on the connection named `name`.
-  static int channels_of(const std::string& name) {
-    std::istringstream lines(rabbitmqctl("list_connections channels client_properties"));
-    for (std::string line; std::getline(lines, line);)
-      if (line.find("{\"connection_name\",\"" + name + "\"}") != std::string::npos) return std::stoi(line);
-    return -1;
-  }
+  static int channels_of(const std::string& name) { return broker_channels_of(name); }
 };
 
 TEST_P(MessagingBackplane, a_room_event_reaches_every_instance_in_the_room_and_none_outside) {

@@ -517,17 +517,9 @@ TEST_P(MessagingBroker, a_subscription_dropped_while_its_channel_opens_leaves_no
   // A channel of the test's own opened after them: theirs are open (or closing) by its reply.
   auto mine = wait<client::Channel>([&](auto d) { c->open_channel(d); });
   ASSERT_TRUE(mine.ok()) << mine.error().to_string();
-  std::string listing;
-  const bool only_mine = loop.run_until(
-      [&] {
-        listing = rabbitmqctl("list_connections client_properties channels");
-        std::istringstream lines(listing);
-        for (std::string line; std::getline(lines, line);)
-          if (line.find(name) != std::string::npos) return line.substr(line.rfind('\t') + 1) == "1";
-        return false;
-      },
-      15s);
-  EXPECT_TRUE(only_mine) << listing;
+  int channels = -1;
+  const bool only_mine = loop.run_until([&] { return (channels = broker_channels_of(name)) == 1; }, 15s);
+  EXPECT_TRUE(only_mine) << "the broker counts " << channels << " channels on " << name;
   close(*c);
 }
 

@@ -49,9 +49,7 @@ class MessagingSession : public ClientSuite {
     }));
   }
   void close_the_connection() {
-    std::string pid;
-    ASSERT_TRUE(loop.run_until([&] { return !(pid = connection_pid(name)).empty(); }));
-    rabbitmqctl("-q close_connection \"" + pid + "\" \"warren test: go away\"");
+    ASSERT_TRUE(loop.run_until([&] { return close_connections_named(name, "warren test: go away") == 1; }));
   }
 };
 

@@ -54,9 +54,8 @@ TEST_P(SessionSuite, a_connection_the_broker_closes_is_dialled_again_and_setup_r
   EXPECT_EQ(publish("before"), engine::PublishOutcome::confirmed);
   ASSERT_TRUE(loop.run_until([&] { return received.size() == 1; }));
 
-  std::string pid;
-  ASSERT_TRUE(loop.run_until([&] { return !(pid = connection_pid(name)).empty(); }));
-  rabbitmqctl("-q close_connection \"" + pid + "\" \"warren test: go away\"");
+  // Closed by the broker, as an operator's rabbitmqctl close_connection does, once it is there.
+  ASSERT_TRUE(loop.run_until([&] { return close_connections_named(name, "warren test: go away") == 1; }));
   ASSERT_TRUE(loop.run_until([&] { return setups == 2 && ch->ready(); }, 20s));
   EXPECT_NE(std::find(states.begin(), states.end(), client::Session::State::reconnecting), states.end());
   EXPECT_TRUE(session->healthy());

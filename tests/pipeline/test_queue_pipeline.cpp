@@ -483,15 +483,7 @@ TEST_P(PipelineSuite, ADrainEndsWhenItsConnectionIsLostWithNothingElseKeepingThe
   p->drain(std::chrono::seconds(30), [&](Result<void>) { drained = true; });
   EXPECT_FALSE(drained);  // the held record is still in flight
   close(*conn);  // the test's own connection: nothing but the victim is left on the loop
-  std::istringstream rows(rabbitmqctl("list_connections pid client_properties"));
-  std::string row;
-  int closed = 0;
-  while (std::getline(rows, row))
-    if (row.find("\"" + name + "\"") != std::string::npos) {
-      (void)rabbitmqctl("close_connection '" + row.substr(0, row.find('\t')) + "' test");
-      ++closed;
-    }
-  ASSERT_EQ(closed, 1);
+  ASSERT_EQ(close_connections_named(name, "test"), 1);
   const auto began = std::chrono::steady_clock::now();
   loop.run_to_completion();
   EXPECT_TRUE(drained) << "the loop ran out before the drain ended";
