@@ -232,11 +232,13 @@ void Connection::pump() {
 
 // A deep confirm window: the stream batches the reads of its confirms (ReadBatching::
 // owed_confirms). Checked in pump (per read, write, timer and command outside a callback),
-// not per confirm; the stream hears only of changes.
+// not per confirm; the stream hears only of changes. It ends below half the threshold, so a
+// window that swings about it does not turn batching on and off at every turn.
 void Connection::tell_replies_owed() {
   const auto& batching = options_.read_batching;
-  if (!stream_ || batching.min_bytes == 0 || batching.owed_confirms == 0) return;
-  const bool owed = engine_->unconfirmed_publishes() >= batching.owed_confirms;
+  if (!stream_ || !engine_ || batching.min_bytes == 0 || batching.owed_confirms == 0) return;
+  const std::size_t unconfirmed = engine_->unconfirmed_publishes();
+  const bool owed = replies_owed_ ? unconfirmed >= (batching.owed_confirms + 1) / 2 : unconfirmed >= batching.owed_confirms;
   if (owed == replies_owed_) return;
   replies_owed_ = owed;
   stream_->set_replies_owed(owed);

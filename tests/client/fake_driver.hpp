@@ -243,6 +243,15 @@ class FakeBroker {
     for (auto [ch, seq] : highest) send(ch, wire::BasicAck{seq, true});
     flush_async();
   }
+  // Releases the `n` oldest held confirms, one basic.ack each; the rest stay held.
+  void release_confirms(std::size_t n) {
+    n = std::min(n, held_confirms_.size());
+    std::vector<std::pair<std::uint16_t, std::uint64_t>> now(held_confirms_.begin(),
+                                                              held_confirms_.begin() + static_cast<std::ptrdiff_t>(n));
+    held_confirms_.erase(held_confirms_.begin(), held_confirms_.begin() + static_cast<std::ptrdiff_t>(n));
+    for (auto [ch, seq] : now) confirm(ch, seq);
+    flush_async();
+  }
   void hold_confirms(bool hold) {
     config_.hold_confirms = hold;
     if (hold) return;

@@ -67,12 +67,13 @@ TEST_F(ConnectionTest, the_default_asks_the_stream_for_batching_past_bursts_and_
 
 // Issue 25: a publisher's deep confirm window batches the reads of its confirms. The stream
 // is told once the publishes awaiting confirms reach ReadBatching::owed_confirms, and told
-// again once confirms bring them below it; with batching off it is told nothing.
+// again once confirms bring them below half of it (not at every swing about the threshold);
+// with batching off it is told nothing.
 TEST_F(ConnectionTest, a_deep_confirm_window_tells_the_stream_replies_are_owed_until_its_confirms_come) {
   std::vector<client::Channel> channels;  // a channel lives while a handle does
   BrokerWorld world;                      // the model broker: it holds confirms and releases them
   world.queues["q"];
-  auto publish_three = [&](std::uint16_t port, client::ClientOptions options, int& confirmed) {
+  auto publish_four = [&](std::uint16_t port, client::ClientOptions options, int& confirmed) {
     driver.hosts[port] = FakeDriver::Host::broker;
     driver.broker_configs[port] = FakeBroker::Config{.hold_confirms = true, .world = &world};
     auto c = dial("amqp://guest:guest@fake:" + std::to_string(port), std::move(options));
@@ -84,25 +85,28 @@ TEST_F(ConnectionTest, a_deep_confirm_window_tells_the_stream_replies_are_owed_u
     auto count = [&confirmed](Result<engine::PublishOutcome> r) {
       if (r && *r == engine::PublishOutcome::confirmed) ++confirmed;
     };
-    ch.publish({.routing_key = "q"}, text("1"), count);
-    ch.publish({.routing_key = "q"}, text("2"), count);
+    for (const char* body : {"1", "2", "3"}) ch.publish({.routing_key = "q"}, text(body), count);
     driver.run();
-    EXPECT_EQ(driver.replies_owed_on(port), std::pair(false, 0)) << "told at two awaiting confirms of three";
-    ch.publish({.routing_key = "q"}, text("3"), count);
+    EXPECT_EQ(driver.replies_owed_on(port), std::pair(false, 0)) << "told at three awaiting confirms of four";
+    ch.publish({.routing_key = "q"}, text("4"), count);
     driver.run();
     channels.push_back(ch);
     return c;
   };
   int confirmed = 0;
-  auto c = publish_three(5001, {.read_batching = {.min_bytes = 4096, .owed_confirms = 3}}, confirmed);
-  EXPECT_EQ(driver.replies_owed_on(5001), std::pair(true, 1)) << "three awaiting confirms of three";
-  driver.last_broker().release_confirms_as_multiple();
+  auto c = publish_four(5001, {.read_batching = {.min_bytes = 4096, .owed_confirms = 4}}, confirmed);
+  EXPECT_EQ(driver.replies_owed_on(5001), std::pair(true, 1)) << "four awaiting confirms of four";
+  driver.last_broker().release_confirms(2);
+  driver.run();
+  EXPECT_EQ(confirmed, 2);
+  EXPECT_EQ(driver.replies_owed_on(5001), std::pair(true, 1)) << "two left: not below half of four";
+  driver.last_broker().release_confirms(1);
   driver.run();
   EXPECT_EQ(confirmed, 3);
-  EXPECT_EQ(driver.replies_owed_on(5001), std::pair(false, 2)) << "the confirms came";
+  EXPECT_EQ(driver.replies_owed_on(5001), std::pair(false, 2)) << "one left: below half";
 
   int confirmed_off = 0;
-  auto off = publish_three(5002, {.read_batching = {}}, confirmed_off);
+  auto off = publish_four(5002, {.read_batching = {}}, confirmed_off);
   EXPECT_EQ(driver.replies_owed_on(5002), std::pair(false, 0)) << "batching off, yet the stream was told";
 }
 

@@ -68,10 +68,12 @@ TEST(Confirms, acks_and_nacks_with_multiple) {
   });
 }
 
-// Issue 25: the depth of the publishers' windows, which the client batches reads by.
+// Issue 25: the depth of the publishers' windows, which the client batches reads by: every
+// channel's publishes whose outcome is not known, however they settle (in order or not) or end.
 TEST(Confirms, unconfirmed_publishes_is_the_depth_of_the_window) {
   ScriptedBroker b;
   b.connect();
+  b.open_channel();
   b.open_channel();
   ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now).ok());
   EXPECT_EQ(b.conn.unconfirmed_publishes(), 0u) << "a publish outside confirm mode awaits no confirm";
@@ -79,23 +81,36 @@ TEST(Confirms, unconfirmed_publishes_is_the_depth_of_the_window) {
   b.expect_sent("ch1 header(size=1, {})");
   b.expect_sent("ch1 body(\"m\")");
   b.expect_event("publish(ch1 p1 written)");
-  select_confirms(b, 1);
-  b.send(1, ConfirmSelectOk{});
-  b.next_event();
+  for (engine::ChannelId ch : {1, 2}) {
+    select_confirms(b, ch);
+    b.send(ch, ConfirmSelectOk{});
+    b.next_event();
+  }
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now).ok());
-  EXPECT_EQ(b.conn.unconfirmed_publishes(), 5u);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(b.conn.publish(2, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now).ok());
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 7u) << "both channels' windows";
   b.send(1, BasicAck{2, true});
   b.next_event();
-  EXPECT_EQ(b.conn.unconfirmed_publishes(), 3u);
-  b.send(1, BasicNack{5, false, false});  // out of order: still counted behind 3 and 4
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 5u);
+  b.send(1, BasicNack{5, false, false});  // out of order: settled, though 3 and 4 are not
   b.next_event();
-  EXPECT_EQ(b.conn.unconfirmed_publishes(), 3u);
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 4u);
   b.send(1, BasicAck{4, true});
+  b.next_event();
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 2u);
+  b.send(2, ChannelClose{406, "PRECONDITION_FAILED - x", 60, 40});  // its two publishes fail
+  while (b.next_event() != "<no event>") {
+  }
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 0u) << "a closed channel's publishes are no longer awaited";
+  ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now).ok());
+  EXPECT_EQ(b.conn.unconfirmed_publishes(), 1u);
+  b.advance(10s);  // timed out: settled, not awaited
   b.next_event();
   EXPECT_EQ(b.conn.unconfirmed_publishes(), 0u);
   ASSERT_TRUE(b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now).ok());
-  b.advance(10s);  // timed out: settled, not awaited
-  b.next_event();
+  b.send(0, ConnectionClose{320, "CONNECTION_FORCED - x", 0, 0});  // the connection ends: nothing awaited
+  while (b.next_event() != "<no event>") {
+  }
   EXPECT_EQ(b.conn.unconfirmed_publishes(), 0u);
 }
 

@@ -462,7 +462,8 @@ void add_perf(CLI::App& app, Runner& run) {
   cmd->add_option("--read-burst-bytes", args->read_burst_bytes,
                   "... and only after a read of this many bytes or more (default 0: after any read)");
   cmd->add_option("--read-owed-confirms", args->read_owed_confirms,
-                  "producers: read confirms in batches while this many publishes await them (default 256; 0: never)");
+                  "producers: read confirms in batches from this many publishes awaiting them until fewer than half do "
+                  "(default 256; 0: never)");
   cmd->add_flag("--json", args->json, "one summary line of JSON");
   cmd->callback([&run, args] { run = [args] { return PerfJob(args).run(); }; });
 }

@@ -57,6 +57,7 @@ void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline
                                      std::uint64_t route_key) {
   if (ch.confirm_mode) {
     ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, route_key, false, timeout});
+    ++unsettled_publishes_;
     ch.unconfirmed_due.lower(deadline);
   } else {
     unwritten_.push_back(Unwritten{id, ch.id, written_total_ + output_.size_bytes(), deadline, false, timeout});

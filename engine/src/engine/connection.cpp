@@ -248,7 +248,7 @@ void Connection::Impl::handle_timeout(Instant now) {
           if (!next || u.deadline < *next) next = u.deadline;
           continue;
         }
-        u.settled = true;
+        settle(u);
         emit(PublishDone{id, u.id, u.id, PublishOutcome::timed_out,
                          sent_as(Sent::maybe, make_error(errc::timeout, "no confirm within " + ms_text(u.timeout) +
                                                                            "; the broker may or may not have the message"))});
@@ -347,6 +347,7 @@ void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
   }
   while (!ch.unconfirmed.empty()) {
     auto u = ch.unconfirmed.pop_front();
+    if (!u.settled) forget_unsettled();
     if (!u.settled) emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::failed, sent_as(Sent::maybe, cause)});
   }
   // Blocked publishes of this channel will never be sent.
@@ -386,6 +387,9 @@ void Connection::Impl::retire_all_consumers(Channel& ch) {
 
 void Connection::Impl::free_channel(ChannelId id) {
   if (id >= channels_.size() || !channels_[id]) return;
+  const auto& ring = channels_[id]->unconfirmed;  // told already, if any are left
+  for (std::size_t i = 0; i < ring.size(); ++i)
+    if (!ring[i].settled) forget_unsettled();
   channels_[id].reset();
   active_.erase(std::remove(active_.begin(), active_.end(), id), active_.end());
 }
@@ -433,10 +437,6 @@ bool Connection::wants_input() const noexcept { return !impl_->input_dead_ && !i
 bool Connection::congested() const noexcept { return impl_->congested(); }
 const Error* Connection::error() const noexcept { return impl_->error_ ? &*impl_->error_ : nullptr; }
 std::uint32_t Connection::frame_max_bytes() const noexcept { return impl_->frame_max_; }
-std::size_t Connection::unconfirmed_publishes() const noexcept {
-  std::size_t n = 0;
-  for (ChannelId id : impl_->active_) n += impl_->channels_[id]->unconfirmed.size();
-  return n;
-}
+std::size_t Connection::unconfirmed_publishes() const noexcept { return impl_->unsettled_publishes_; }
 
 }  // namespace warren::engine

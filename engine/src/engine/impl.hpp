@@ -3,6 +3,7 @@
 // commands.cpp (the verbs).
 #pragma once
 
+#include <cassert>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,6 +46,15 @@ class Connection::Impl {
                             detail::PendingRequest::Kind kind = detail::PendingRequest::Kind::plain,
                             std::string consumer_tag = {}, bool no_ack = false);
   void track_publish(detail::Channel& ch, PublishId id, Instant deadline, Duration timeout, std::uint64_t route_key);
+  // A confirm-mode publish's outcome is known (acked, nacked, returned, timed out).
+  void settle(detail::Unconfirmed& u) noexcept {
+    u.settled = true;
+    forget_unsettled();
+  }
+  void forget_unsettled() noexcept {
+    assert(unsettled_publishes_ > 0 && "a publish settled twice, or never tracked");
+    --unsettled_publishes_;
+  }
 
   void release_waiting();
 
@@ -109,6 +119,9 @@ class Connection::Impl {
   // then names the broker's reply, not only that the channel is not open.
   std::map<ChannelId, Error> closed_by_broker_;
   std::vector<ChannelId> active_;                            // numbers in use
+  // Confirm-mode publishes whose outcome is not known yet, over every channel: kept as they
+  // are tracked and settled (a count, not a walk of the channels: the client asks every turn).
+  std::size_t unsettled_publishes_ = 0;
   detail::Ring<detail::Unwritten> unwritten_;
   detail::DueBound unwritten_due_;
   detail::Ring<detail::Waiting> waiting_;

@@ -475,7 +475,7 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
       Error e = make_error(errc::not_found, r->detail);
       e.reply_code = r->reply_code;
       emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::returned, std::move(e), u.deadline - u.timeout});
-      u.settled = true;
+      settle(u);
     }
     // Whatever this ack or nack covers is settled now; its returns are used up.
     std::erase_if(ch.pending_returns, [&](const PendingReturn& p) { return covered(p.seq); });
@@ -498,7 +498,7 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
       flush();
       continue;
     }
-    u.settled = true;
+    settle(u);
     if (!first) {
       first = u.id;
       first_at = u.deadline - u.timeout;

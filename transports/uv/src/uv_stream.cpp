@@ -126,7 +126,7 @@ class UvStream final : public client::Stream {
     replies_owed_ = owed;
     // No longer owed: what sits below the mark is read at once (lowering the mark makes the
     // kernel signal it), and so are the next bytes.
-    if (!owed && streaming_ && batching()) end_streaming();
+    if (!owed && streaming_ && batching() && socket_) end_streaming();
   }
 
   void close() override {

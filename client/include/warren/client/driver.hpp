@@ -36,12 +36,12 @@ struct TlsSettings {
 //   one message per wake-up); a read of less than half that, or one that finds nothing, ends
 //   it and the next bytes are read at once. With burst_bytes 0 (throughput mode) any read
 //   starts it and only a read that finds nothing ends it.
-// - It also runs while the broker owes the connection many replies: `owed_confirms` or more
-//   publishes awaiting their confirms (a publisher's deep window). Those confirms are due
-//   anyway and each is already about window / rate late; reading them once per max_wait, not
-//   once per broker write, is most of a confirming publisher's CPU (W2 in docs/benchmarks.md).
-//   A shallow window (a paced publisher, one waiting for each confirm) never reaches it.
-//   0: never.
+// - It also runs while the broker owes the connection many replies: from `owed_confirms`
+//   publishes awaiting their outcome (summed over the connection's channels: a publisher's
+//   deep window) until fewer than half that many do. Those confirms are due anyway and each is
+//   already about window / rate late; reading them once per max_wait, not once per broker
+//   write, is most of a confirming publisher's CPU (W2 in docs/benchmarks.md). A shallow
+//   window (a paced publisher, one waiting for each confirm) never reaches it. 0: never.
 // - min_bytes 0 is off: every readable byte is read at once.
 // libuv's timers count whole milliseconds: there, max_wait is rounded up to one. A min_bytes
 // above the drivers' read buffer (64 KiB) counts as 64 KiB: one read could not take more.

@@ -60,9 +60,9 @@ class Connection {
   [[nodiscard]] bool congested() const noexcept;    // output (and blocked publishes) over the limit
   [[nodiscard]] const Error* error() const noexcept;  // the latched cause, once there is one
   [[nodiscard]] std::uint32_t frame_max_bytes() const noexcept;
-  // Publishes in confirm mode, over every channel, whose confirm has not come: the depth of
-  // the publishers' windows (the client batches reads while it is deep). One settled out of
-  // order (a nack, a return, a timeout) still counts until the older ones before it settle.
+  // Publishes in confirm mode, over every channel, whose outcome is not known yet (no ack,
+  // nack or timeout): the depth of the publishers' windows (the client batches reads while it
+  // is deep).
   [[nodiscard]] std::size_t unconfirmed_publishes() const noexcept;
 
   // ---- commands. Each registers what will settle it before it queues its frame. A request
