@@ -12,7 +12,7 @@ namespace {
 // OpenTelemetry's messaging attributes: every messaging.* series names its system.
 const MetricLabel rabbitmq{"messaging.system", "rabbitmq"};
 
-// A queue's series: `labels` and where it came from. A queue the broker named (amq.gen-…; no
+// The labels of a queue's series for `operation`. A queue the broker named (amq.gen-…; no
 // client may declare a name under amq.) is one of many that come and go: exclusive, one per
 // connection, a new one at every recovery. Its name as a label would make a series per queue
 // that outlives it, without bound in a long-running service. OpenTelemetry keeps

@@ -254,11 +254,7 @@ class FakeBroker {
   }
   void hold_confirms(bool hold) {
     config_.hold_confirms = hold;
-    if (hold) return;
-    auto held = std::move(held_confirms_);
-    held_confirms_.clear();
-    for (auto [ch, seq] : held) confirm(ch, seq);
-    flush_async();
+    if (!hold) release_confirms(held_confirms_.size());
   }
   void nack_next_publish(bool on = true) { nack_next_ = on; }
   // A heartbeat frame, as the broker sends on the negotiated interval.

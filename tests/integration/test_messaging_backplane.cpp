@@ -34,8 +34,6 @@ class MessagingBackplane : public ClientSuite {
     auto r = wait<void>([&](auto d) { bp->join(room, d); });
     if (!r) throw std::runtime_error("join: " + r.error().to_string());
   }
-  // The channels the broker counts on the connection named `name`.
-  static int channels_of(const std::string& name) { return broker_channels_of(name); }
 };
 
 TEST_P(MessagingBackplane, a_room_event_reaches_every_instance_in_the_room_and_none_outside) {
@@ -74,13 +72,13 @@ TEST_P(MessagingBackplane, the_channel_count_does_not_grow_with_the_rooms) {
   join(bp, "room-0");  // the layer's control channel and the instance's consumer channel
   int before = -1;
   for (int i = 0; i < 5 && before != 2; ++i) {
-    before = channels_of(name);
+    before = broker_channels_of(name);
     if (before != 2) loop.run_until([] { return false; }, 200ms);
   }
   EXPECT_EQ(before, 2);
   for (int room = 1; room < 25; ++room) join(bp, "room-" + std::to_string(room));
   EXPECT_EQ(bp->rooms().size(), 25u);
-  EXPECT_EQ(channels_of(name), 2);
+  EXPECT_EQ(broker_channels_of(name), 2);
   ASSERT_TRUE(wait<void>([&](auto d) { bp->publish("room-17", "x", d); }).ok());
   ASSERT_TRUE(loop.run_until([&] { return got.size() == 1; }));
   EXPECT_EQ(got[0], "room-17:x");

@@ -347,8 +347,9 @@ void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
   }
   while (!ch.unconfirmed.empty()) {
     auto u = ch.unconfirmed.pop_front();
-    if (!u.settled) forget_unsettled();
-    if (!u.settled) emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::failed, sent_as(Sent::maybe, cause)});
+    if (u.settled) continue;
+    forget_unsettled();
+    emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::failed, sent_as(Sent::maybe, cause)});
   }
   // Blocked publishes of this channel will never be sent.
   for (std::size_t n = waiting_.size(); n > 0; --n) {
@@ -387,9 +388,8 @@ void Connection::Impl::retire_all_consumers(Channel& ch) {
 
 void Connection::Impl::free_channel(ChannelId id) {
   if (id >= channels_.size() || !channels_[id]) return;
-  const auto& ring = channels_[id]->unconfirmed;  // told already, if any are left
-  for (std::size_t i = 0; i < ring.size(); ++i)
-    if (!ring[i].settled) forget_unsettled();
+  // A closing channel takes no publishes, and closing failed its work: none is left to count.
+  assert(channels_[id]->unconfirmed.empty() && "a channel freed before fail_channel_work");
   channels_[id].reset();
   active_.erase(std::remove(active_.begin(), active_.end(), id), active_.end());
 }
