@@ -3,8 +3,10 @@
 // FieldTable the broker gets; Kept owns what it was built from.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "warren/client/kept.hpp"
 #include "warren/client/options.hpp"
@@ -86,6 +88,81 @@ TEST(Kept, owns_every_string_and_table_after_what_it_was_built_from_is_gone) {
   EXPECT_EQ(consume->queue, "a-queue-name-longer-than-the-small-string-buffer");
   EXPECT_EQ(consume->tag, "a-queue-name-longer-than-the-small-string-buffer-tag");
   EXPECT_EQ(consume->prefetch, 5);
+}
+
+// Every way a caller writes an options struct's arguments.
+enum class ArgumentsForm { empty_inline, inline_list, empty_borrowed, borrowed };
+
+// A Kept built from storage that changes right after the call and then dies: every name on the
+// heap (each a distinct text), the arguments in `form`. What the Kept reads afterwards must be
+// what the caller wrote then — a view that escaped reads the changed storage (seen in any
+// build) or freed memory (a heap-use-after-free under AddressSanitizer).
+template <class Options>
+Kept<Options> kept_from_dying_storage(ArgumentsForm form, std::vector<std::string>& texts_written) {
+  std::deque<std::string> texts;
+  wire::FieldTable table;
+  if (form == ArgumentsForm::borrowed) table = {{"x-borrowed", std::string("a-value-longer-than-the-small-string-buffer")}};
+  const std::string inline_value = "an-inline-value-longer-than-the-small-string-buffer";
+  Options options{};
+  auto fill = [&](auto& view) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(view)>, std::string_view>) {
+      view = texts.emplace_back("a-name-longer-than-the-small-string-buffer-" + std::to_string(texts.size()));
+      texts_written.push_back(texts.back());
+    } else {
+      switch (form) {
+        case ArgumentsForm::empty_inline: view = Arguments{}; break;
+        case ArgumentsForm::inline_list: view = Arguments{{"x-inline", inline_value}}; break;
+        case ArgumentsForm::empty_borrowed:
+        case ArgumentsForm::borrowed: view = Arguments(table); break;
+      }
+    }
+  };
+  detail::each_view(options, fill);
+  Kept<Options> kept(options);
+  // The caller reuses its storage, then drops it.
+  for (auto& t : texts) t.assign(t.size(), 'x');
+  table.set("x-added-after-the-call", 1);
+  return kept;
+}
+
+template <class Options>
+void expect_kept_reads_what_was_written(ArgumentsForm form) {
+  std::vector<std::string> written;
+  const Kept<Options> kept = kept_from_dying_storage<Options>(form, written);
+  std::string scribble(200, 's');  // reuses what the storage freed, if anything still points there
+  const Kept<Options> copy = kept;
+  Options read = *copy;
+  std::size_t text = 0;
+  auto check = [&](auto& view) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(view)>, std::string_view>) {
+      ASSERT_LT(text, written.size());
+      EXPECT_EQ(view, written[text++]);
+    } else {
+      const bool has_entry = form == ArgumentsForm::inline_list || form == ArgumentsForm::borrowed;
+      EXPECT_EQ(view.empty(), !has_entry);
+      EXPECT_FALSE(view.contains("x-added-after-the-call"));
+      EXPECT_EQ(view.contains("x-inline"), form == ArgumentsForm::inline_list);
+      EXPECT_EQ(view.contains("x-borrowed"), form == ArgumentsForm::borrowed);
+      EXPECT_EQ(view.to_table().entries.size(), has_entry ? 1u : 0u);
+    }
+  };
+  detail::each_view(read, check);
+  EXPECT_EQ(text, written.size());
+}
+
+template <class... Options>
+void expect_every_kept_form() {
+  for (auto form : {ArgumentsForm::empty_inline, ArgumentsForm::inline_list, ArgumentsForm::empty_borrowed,
+                    ArgumentsForm::borrowed}) {
+    SCOPED_TRACE(static_cast<int>(form));
+    (expect_kept_reads_what_was_written<Options>(form), ...);
+  }
+}
+
+TEST(Kept, every_options_struct_in_every_arguments_form_outlives_its_callers_storage) {
+  expect_every_kept_form<ExchangeDeclareOptions, ExchangeDeleteOptions, ExchangeBindOptions, QueueDeclareOptions,
+                         QueueBindOptions, QueuePurgeOptions, QueueDeleteOptions, GetOptions, ConsumeOptions,
+                         QosOptions, FlowOptions, RecoverOptions>();
 }
 
 }  // namespace

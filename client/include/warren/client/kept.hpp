@@ -53,8 +53,10 @@ class Kept {
     Block& operator=(const Block&) = delete;
 
     void rebind(std::string_view& text) { text = strings.emplace_back(text); }
+    // Every form is rebound, the empty ones too: an empty borrowed table is still a view of
+    // the caller's object, which empty() and contains() would read after it is gone.
     void rebind(Arguments& arguments) {
-      if (!arguments.empty()) arguments = tables.emplace_back(arguments.to_table());
+      arguments = arguments.empty() ? Arguments{} : Arguments(tables.emplace_back(arguments.to_table()));
     }
 
     Options options;
