@@ -80,6 +80,13 @@ Message Delivery::take() const {
   return m;
 }
 
+Message Delivery::copy() const {
+  Message m;
+  m.assign(*m_, *channel_, nullptr);
+  if (m.d_) m.d_->copy = true;
+  return m;
+}
+
 // ---- Message
 
 namespace {
@@ -178,6 +185,7 @@ void Message::assign(const engine::Message& m, std::shared_ptr<detail::ChannelCo
   d.redelivered = m.redelivered;
   d.message_count = message_count;
   d.settled = false;
+  d.copy = false;
   d.channel = std::move(channel);
 }
 
@@ -207,6 +215,9 @@ Result<void> Message::reject(RejectOptions options) { return settle(Settle::reje
 Result<void> Message::settle(Settle how, bool multiple, bool requeue) {
   if (!d_ || !d_->channel) return make_error(errc::invalid_argument, "an empty message (moved from, or never delivered)");
   auto& d = *d_;
+  if (d.copy)
+    return make_error(errc::invalid_argument,
+                      "delivery " + std::to_string(d.delivery_tag) + " is a copy: whoever holds its settle settles it");
   if (d.settled) return make_error(errc::invalid_argument, "delivery " + std::to_string(d.delivery_tag) + " was already settled");
   if (!d.channel->open.load(std::memory_order_acquire)) return d.channel->stale(d.delivery_tag);
   auto send = [how, multiple, requeue, tag = d.delivery_tag](Connection& c, engine::ChannelId id) -> Result<void> {

@@ -237,7 +237,7 @@ void RpcServer::on_request(const Delivery& request) {
                           .properties = {.correlation_id = request.properties().correlation_id},
                           .trace = trace ? trace->child() : TraceContext{}},
                          as_bytes(answer));
-  (void)request.ack();
+  if (request.settles()) (void)request.ack();  // not what the handler settled or took
   ++answered_;
 }
 

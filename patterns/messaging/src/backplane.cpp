@@ -50,7 +50,7 @@ void Backplane::start(const std::shared_ptr<Messaging>& layer, BackplaneOptions 
        },
        .on_delivery = [on_event](const client::Delivery& d) {
          on_event(d.routing_key(), d);
-         (void)d.ack();
+         if (d.settles()) (void)d.ack();  // not what the callback settled or took
        }},
       [bp, done](Result<void> r) {
         if (!r) return done(r.error());

@@ -26,9 +26,11 @@ void declare_and_bind(const std::shared_ptr<Messaging>& layer, const client::Cha
                       });
 }
 
+// The layer settles what the callback left with the view (message.hpp: whoever holds the
+// settle settles it): not what the callback settled itself or took.
 void settle_after(const OnDirect& on_message, const client::Delivery& d) {
   on_message(d);
-  (void)d.ack();  // fails only if the channel is gone: the broker redelivers then
+  if (d.settles()) (void)d.ack();  // fails only if the channel is gone: the broker redelivers then
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ struct MessageData {
   std::uint32_t message_count = 0;
   bool redelivered = false;
   bool settled = false;
+  bool copy = false;            // made by Delivery::copy(): readable, never settles
   bool has_properties = false;  // else `properties` is stale and unread
   std::vector<std::byte> storage{};
   std::shared_ptr<MessagePool> pool{};  // where the node goes back; none: it is deleted
@@ -87,16 +88,26 @@ class Delivery {
   // it. Nothing when no observer wants spans (observer.hpp).
   [[nodiscard]] std::optional<TraceContext> span() const noexcept;
 
-  // Once per view: a second settle of the same view (a layer and its callback both acking,
-  // say) fails with invalid_argument and sends nothing, where the broker would close the
-  // channel (406, unknown delivery tag).
+  // Who settles a delivery: whoever holds its settle, once. The view holds it until it is
+  // settled here or take() hands it to a Message. A layer that settles for its callback (an
+  // inbox, a group member, the backplane, an RpcServer) settles after the callback returns
+  // only what the view still holds, so a callback may reject a message itself or take() it.
+  //
+  // Once per view: a second settle of the same view fails with invalid_argument and sends
+  // nothing, where the broker would close the channel (406, unknown delivery tag).
   [[nodiscard]] Result<void> ack(AckOptions options = {}) const;
   [[nodiscard]] Result<void> nack(NackOptions options = {}) const;
   [[nodiscard]] Result<void> reject(RejectOptions options = {}) const;
+  // This view still holds the settle: nothing settled it and nothing took it.
+  [[nodiscard]] bool settles() const noexcept { return !settled_; }
 
-  // An owned copy, settleable later and from any thread. The copy takes over the settle: the
-  // view's own settles fail from then on, and a copy of an already settled view is settled.
+  // An owned Message that takes over the settle, to settle later and from any thread: the
+  // view's own settles fail from then on (settles() is false), and a copy of an already
+  // settled view is settled.
   [[nodiscard]] Message take() const;
+  // An owned Message to keep, that leaves the settle where it is: with the view, and so with
+  // the layer that settles after the callback. Its own settles fail with invalid_argument.
+  [[nodiscard]] Message copy() const;
 
  private:
   friend class detail::ConsumerCore;
@@ -145,6 +156,8 @@ class Message {
   // The view the rest of the client takes (engine::Message), pointing into this message.
   [[nodiscard]] engine::Message view() const noexcept;
   [[nodiscard]] bool settled() const noexcept { return d_ && d_->settled; }
+  // It holds its delivery's settle: not settled yet, not a copy, not empty.
+  [[nodiscard]] bool settles() const noexcept { return d_ && d_->channel && !d_->settled && !d_->copy; }
 
   // On the connection's loop thread the result is exact. From another thread the settle is
   // handed to the loop: it fails at once if the channel is already known to be gone, and

@@ -102,7 +102,8 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
 
 // The serving side: consumes `queue` on `channel` with manual acks, answers each request
 // with what `handler` returns, sent to the request's reply_to with its correlation_id, and
-// acks the request once the answer is written. A request without reply_to is acked and
+// acks the request once the answer is written, unless the handler settled it or took it
+// (message.hpp: whoever holds the settle settles it). A request without reply_to is acked and
 // counted as dropped.
 class RpcServer : public std::enable_shared_from_this<RpcServer> {
  public:

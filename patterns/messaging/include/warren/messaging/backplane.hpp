@@ -20,7 +20,8 @@ struct BackplaneOptions {
   std::uint16_t prefetch = 100;
 };
 
-// An event of a room: the room, and the message (valid during the call; acked after it).
+// An event of a room: the room, and the message (valid during the call; acked after it unless
+// the callback settled or took it, as for an inbox: direct.hpp).
 using OnRoomEvent = std::function<void(std::string_view room, const client::Delivery& d)>;
 
 class Backplane : public std::enable_shared_from_this<Backplane> {

@@ -6,7 +6,8 @@
 //   compete. One group per address: two groups on one address would compete, not each receive.
 // - send() is mandatory and confirmed: a message to an address nobody listens on fails with
 //   errc::unroutable (312) for the sender to see, instead of vanishing.
-// A message is acked once its callback returns (take() a copy to keep it).
+// A message is acked once its callback returns, unless the callback settled it (ack, nack,
+// reject) or took it (take(): then the Message settles it). copy() keeps one to read later.
 #pragma once
 
 #include <functional>
