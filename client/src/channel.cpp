@@ -216,7 +216,7 @@ void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutco
   Connection::Settled settled;
   if (done)
     settled = [done = std::move(done)](engine::PublishOutcome o, const Error& cause) { done(outcome_result(o, cause)); };
-  const detail::TracedProperties properties(p, c->send_trace(p.trace));
+  const detail::TracedProperties properties(p, c->send_trace(p));
   c->publish(core_->id, to_wire(p), properties.get(), body, std::move(settled), engine::PublishOptions{.timeout = p.timeout});
 }
 
@@ -224,7 +224,7 @@ Result<engine::PublishId> Channel::publish(const Publish& p, Body body) const {
   if (!core_) return make_error(errc::invalid_argument, "an empty channel handle");
   auto c = core_->live();
   if (!c) return core_->gone();
-  const detail::TracedProperties properties(p, c->send_trace(p.trace));
+  const detail::TracedProperties properties(p, c->send_trace(p));
   return c->publish(core_->id, to_wire(p), properties.get(), body, engine::PublishOptions{.timeout = p.timeout});
 }
 

@@ -8,6 +8,7 @@
 #include "channel_core.hpp"
 #include "connection_metrics.hpp"
 #include "connection_spans.hpp"
+#include "traced_properties.hpp"
 #include "warren/wire/constants.hpp"
 
 namespace warren::client {
@@ -613,7 +614,11 @@ Result<engine::PublishId> Connection::counted_publish(engine::ChannelId channel,
   return r;
 }
 
-TraceContext Connection::send_trace(const TraceContext& caller) { return spans_ ? spans_->begin_send(caller) : caller; }
+TraceContext Connection::send_trace(const Publish& publish) {
+  if (!spans_) return publish.trace;  // without spans the headers go as they are
+  if (publish.trace.valid()) return spans_->begin_send(publish.trace);
+  return spans_->begin_send(detail::trace_of(publish.properties).value_or(TraceContext{}));
+}
 
 std::optional<TraceContext> Connection::processing_span(engine::ChannelId channel, std::uint64_t delivery_tag) const {
   return spans_ ? spans_->processing(channel, delivery_tag) : std::nullopt;

@@ -231,6 +231,52 @@ TEST_F(SpansTest, a_basic_get_is_a_receive_span_linked_to_the_producers) {
   EXPECT_EQ(gets[0].attributes.at("messaging.message.body.size"), "6");
 }
 
+// A context already in the headers (a work queue's retry copy, a pipeline's output, a message
+// sent on by hand with its headers) is the caller's when Publish::trace gives none: the send
+// span is its child, in the same trace, and its tracestate goes on. Spans on or off, a
+// message's trace survives every hop; only a publish with no context anywhere starts a trace.
+TEST_F(SpansTest, a_traceparent_already_in_the_headers_is_the_parent_when_the_publish_names_none) {
+  auto c = dial();
+  auto ch = open_channel_now(driver, *c);
+  const auto upstream = *client::TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "");
+  const wire::FieldTable headers{{"traceparent", upstream.traceparent()}, {"tracestate", std::string("vendor=kept")},
+                                 {"x-other", std::string("stays")}};
+  ch.publish({.routing_key = "q", .properties = {.headers = wire::TableRef(headers)}}, "forwarded", nullptr);
+  driver.run();
+  ASSERT_EQ(recorder->recorded.size(), 1u);
+  const Span send = recorder->recorded[0];
+  ASSERT_TRUE(send.parent.has_value()) << "a new root replaced the headers' context";
+  EXPECT_TRUE(same_ids(*send.parent, upstream));
+  EXPECT_EQ(send.context.trace_id, upstream.trace_id);
+  const auto in_message = carried(*c);
+  ASSERT_TRUE(in_message.has_value());
+  EXPECT_EQ(in_message->trace_id, upstream.trace_id) << "the message left the trace it came in";
+  EXPECT_TRUE(same_ids(*in_message, send.context));
+  EXPECT_EQ(carried_state, "vendor=kept") << "the headers' tracestate goes on with their trace";
+
+  // Publish::trace still comes first.
+  recorder->recorded.clear();
+  const auto caller = client::TraceContext::new_root();
+  ch.publish({.routing_key = "q", .properties = {.headers = wire::TableRef(headers)}, .trace = caller}, "traced", nullptr);
+  driver.run();
+  ASSERT_EQ(recorder->recorded.size(), 1u);
+  ASSERT_TRUE(recorder->recorded[0].parent.has_value());
+  EXPECT_TRUE(same_ids(*recorder->recorded[0].parent, caller));
+  EXPECT_EQ(carried(*c)->trace_id, caller.trace_id);
+  EXPECT_EQ(carried_state, "") << "the headers' tracestate went with their context";
+
+  // Spans off (asked when the connection is made): the headers go as they are.
+  recorder->spans = false;
+  auto plain = dial();
+  auto plain_ch = open_channel_now(driver, *plain);
+  plain_ch.publish({.routing_key = "q", .properties = {.headers = wire::TableRef(headers)}}, "untouched", nullptr);
+  driver.run();
+  const auto as_sent = carried(*plain);
+  ASSERT_TRUE(as_sent.has_value());
+  EXPECT_TRUE(same_ids(*as_sent, upstream));
+  EXPECT_EQ(carried_state, "vendor=kept");
+}
+
 TEST_F(SpansTest, an_observer_that_wants_no_spans_gets_none_and_its_messages_carry_only_what_was_given) {
   recorder->spans = false;
   auto c = dial();

@@ -188,9 +188,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   Result<engine::PublishId> counted_publish(engine::ChannelId channel, const wire::BasicPublish& m,
                                             const wire::BasicProperties& properties, std::span<const std::byte> body,
                                             const engine::PublishOptions& options);
-  // The context a publish writes: the caller's, or with spans on its own span's (a child of
-  // the caller's, else a new root). Asked right before the publish it is for.
-  [[nodiscard]] TraceContext send_trace(const TraceContext& caller);
+  // The context a publish writes: the caller's (Publish::trace), or with spans on its own
+  // span's, a child of the caller's, else of the context its headers already carry, else a new
+  // root: a context is never replaced. Asked right before the publish it is for.
+  [[nodiscard]] TraceContext send_trace(const Publish& publish);
   // The span of the callback running for this delivery, with spans on.
   [[nodiscard]] std::optional<TraceContext> processing_span(engine::ChannelId channel, std::uint64_t delivery_tag) const;
   // A command whose result is known at once (ack, nack, reject, a callback-free publish).
