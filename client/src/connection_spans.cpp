@@ -113,8 +113,10 @@ SpanRecord ConnectionSpans::about(const engine::Message& m, std::string_view que
 }
 
 void ConnectionSpans::begin_process(const engine::Message& m, std::string_view queue) {
-  // Its views are the delivery's, valid until the callback returns, when the span ends.
-  SpanRecord span = about(m, queue);
+  // Its views are the delivery's, valid until the callback returns, when the span ends; the
+  // queue's name is this object's own.
+  processing_queue_.assign(queue);
+  SpanRecord span = about(m, processing_queue_);
   span.kind = SpanKind::consumer;
   span.operation_type = "process";
   span.operation_name = "process";

@@ -67,6 +67,9 @@ class ConnectionSpans {
   std::optional<Pending> next_send_;  // begin_send's, until sent()
   std::map<std::pair<engine::ChannelId, engine::PublishId>, Pending> sending_;
   std::optional<SpanRecord> processing_;  // the callback running, its end not yet known
+  // Its queue's name, copied: the subscription that held it may move while the callback runs
+  // (the callback may subscribe or end subscriptions). Reused, so no allocation per delivery.
+  std::string processing_queue_;
 };
 
 }  // namespace warren::client::detail

@@ -214,6 +214,38 @@ TEST_F(SpansTest, a_push_delivery_is_a_process_span_under_the_send_span_and_a_se
   EXPECT_GE(process.end, acks[0].end);
 }
 
+// The process span names its queue when it ends, after the callback: a callback that
+// subscribes again (the connection's list of subscriptions may grow and move) leaves it its
+// queue's name, never a view of where the list held it.
+TEST_F(SpansTest, a_callback_that_subscribes_more_queues_leaves_its_process_span_its_queue_name) {
+  auto c = dial();
+  auto ch = open_channel_now(driver, *c);
+  std::vector<client::Consumer> more;
+  client::Consumer consumer;
+  ch.consume({.queue = "q", .tag = "t"},
+             [&](const client::Delivery& d) {
+               for (int i = 0; i < 16; ++i) {
+                 const std::string queue = "q" + std::to_string(i);
+                 world.queues[queue];
+                 ch.consume({.queue = queue, .tag = "t" + std::to_string(i)}, [](const client::Delivery&) {},
+                            [&](Result<client::Consumer> r) {
+                              if (r) more.push_back(std::move(*r));
+                            });
+               }
+               (void)d.ack();
+             },
+             [&](Result<client::Consumer> r) {
+               if (r) consumer = std::move(*r);
+             });
+  driver.run();
+  ch.publish({.routing_key = "q"}, "work", nullptr);
+  driver.run();
+  EXPECT_EQ(more.size(), 16u);
+  const auto processes = recorder->named("process q");
+  ASSERT_EQ(processes.size(), 1u);
+  EXPECT_EQ(processes[0].attributes.at("messaging.destination.subscription.name"), "q");
+}
+
 TEST_F(SpansTest, a_basic_get_is_a_receive_span_linked_to_the_producers) {
   auto c = dial();
   auto ch = open_channel_now(driver, *c);
