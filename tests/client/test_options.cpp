@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "warren/client/connection.hpp"
 #include "warren/client/kept.hpp"
 #include "warren/client/options.hpp"
 
@@ -20,6 +21,26 @@ static_assert(all_views<ExchangeDeclareOptions, ExchangeDeleteOptions, ExchangeB
                         QueueBindOptions, QueuePurgeOptions, QueueDeleteOptions, QosOptions, FlowOptions,
                         RecoverOptions, GetOptions, ConsumeOptions, Publish>,
               "an options struct that owns memory crashes GCC 12 when written inline in a co_await");
+static_assert(all_views<ConnectOptions, EngineOptionsView>,
+              "async_connect's inline form owns nothing, for GCC 12's bitwise copy in a co_await");
+
+// The number of fields of an aggregate: the most initializers `T{...}` takes.
+struct AnyField {
+  template <class T>
+  operator T() const;  // NOLINT: only ever named in an unevaluated context
+};
+template <class T, class... Fields>
+constexpr std::size_t field_count() {
+  if constexpr (requires { T{Fields{}..., AnyField{}}; }) return field_count<T, Fields..., AnyField>();
+  else return sizeof...(Fields);
+}
+// The view and the owned form have the same fields (a field added to one is added to both,
+// and to connect_options.cpp's two conversions, which the round trip below checks).
+static_assert(field_count<ConnectOptions>() == field_count<ClientOptions>());
+static_assert(field_count<EngineOptionsView>() == field_count<engine::ConnectionOptions>());
+static_assert(field_count<ClientOptions>() == 8 && field_count<engine::ConnectionOptions>() == 15,
+              "a field was added: add it to ConnectOptions, EngineOptionsView and connect_options.cpp");
+
 // A temporary table or string would be gone before a verb kept in a variable starts.
 static_assert(!std::is_constructible_v<Arguments, wire::FieldTable&&>);
 static_assert(!std::is_constructible_v<ArgumentValue, std::string&&>);
@@ -88,6 +109,84 @@ TEST(Kept, owns_every_string_and_table_after_what_it_was_built_from_is_gone) {
   EXPECT_EQ(consume->queue, "a-queue-name-longer-than-the-small-string-buffer");
   EXPECT_EQ(consume->tag, "a-queue-name-longer-than-the-small-string-buffer-tag");
   EXPECT_EQ(consume->prefetch, 5);
+}
+
+struct CountingObserver : Observer {
+  void on_record(const Record&) override {}
+};
+
+// Every field set to something other than its default, through the view and back.
+TEST(ConnectOptions, a_client_options_viewed_and_owned_again_is_the_same_in_every_field) {
+  ClientOptions o;
+  o.engine.user = std::string(40, 'u');
+  o.engine.password = std::string(40, 'p');
+  o.engine.vhost = "/a-vhost-longer-than-the-small-string-buffer";
+  o.engine.mechanism = engine::Mechanism::external;
+  o.engine.connection_name = "a-connection-name-longer-than-the-small-string-buffer";
+  o.engine.client_properties = {{"app", std::string("an-app-name-longer-than-the-small-string-buffer")}};
+  o.engine.heartbeat_s = 7;
+  o.engine.frame_max_bytes = 4096;
+  o.engine.channel_max = 9;
+  o.engine.handshake_timeout = engine::Duration(1);
+  o.engine.request_timeout = engine::Duration(2);
+  o.engine.close_timeout = engine::Duration(3);
+  o.engine.default_prefetch = 4;
+  o.engine.output_limit_bytes = 5;
+  o.engine.max_body_bytes = 6;
+  o.connect_timeout = engine::Duration(8);
+  o.ca_pem = "ca";
+  o.client_cert_pem = "cert";
+  o.client_key_pem = "key";
+  o.read_batching = {.min_bytes = 1, .max_wait = std::chrono::microseconds(2), .burst_bytes = 3, .owed_confirms = 4};
+  o.observer = std::make_shared<CountingObserver>();
+  o.metrics = std::make_shared<Metrics>();
+  const ClientOptions back = static_cast<ConnectOptions>(o).owned();
+  EXPECT_EQ(back.engine.user, o.engine.user);
+  EXPECT_EQ(back.engine.password, o.engine.password);
+  EXPECT_EQ(back.engine.vhost, o.engine.vhost);
+  EXPECT_EQ(back.engine.mechanism, o.engine.mechanism);
+  EXPECT_EQ(back.engine.connection_name, o.engine.connection_name);
+  EXPECT_EQ(back.engine.client_properties, o.engine.client_properties);
+  EXPECT_EQ(back.engine.heartbeat_s, o.engine.heartbeat_s);
+  EXPECT_EQ(back.engine.frame_max_bytes, o.engine.frame_max_bytes);
+  EXPECT_EQ(back.engine.channel_max, o.engine.channel_max);
+  EXPECT_EQ(back.engine.handshake_timeout, o.engine.handshake_timeout);
+  EXPECT_EQ(back.engine.request_timeout, o.engine.request_timeout);
+  EXPECT_EQ(back.engine.close_timeout, o.engine.close_timeout);
+  EXPECT_EQ(back.engine.default_prefetch, o.engine.default_prefetch);
+  EXPECT_EQ(back.engine.output_limit_bytes, o.engine.output_limit_bytes);
+  EXPECT_EQ(back.engine.max_body_bytes, o.engine.max_body_bytes);
+  EXPECT_EQ(back.connect_timeout, o.connect_timeout);
+  EXPECT_EQ(back.ca_pem, o.ca_pem);
+  EXPECT_EQ(back.client_cert_pem, o.client_cert_pem);
+  EXPECT_EQ(back.client_key_pem, o.client_key_pem);
+  EXPECT_EQ(back.read_batching.min_bytes, 1u);
+  EXPECT_EQ(back.read_batching.max_wait, std::chrono::microseconds(2));
+  EXPECT_EQ(back.read_batching.burst_bytes, 3u);
+  EXPECT_EQ(back.read_batching.owed_confirms, 4u);
+  EXPECT_EQ(back.observer, o.observer);
+  EXPECT_EQ(back.metrics, o.metrics);
+}
+
+// Written inline, the view's defaults are ClientOptions' own.
+TEST(ConnectOptions, the_views_defaults_are_the_owned_defaults) {
+  const ClientOptions defaults;
+  const ClientOptions inline_form = ConnectOptions{.engine = {.heartbeat_s = 5}}.owned();
+  EXPECT_EQ(inline_form.engine.heartbeat_s, 5);
+  EXPECT_EQ(inline_form.engine.user, defaults.engine.user);
+  EXPECT_EQ(inline_form.engine.password, defaults.engine.password);
+  EXPECT_EQ(inline_form.engine.vhost, defaults.engine.vhost);
+  EXPECT_EQ(inline_form.engine.frame_max_bytes, defaults.engine.frame_max_bytes);
+  EXPECT_EQ(inline_form.engine.channel_max, defaults.engine.channel_max);
+  EXPECT_EQ(inline_form.engine.request_timeout, defaults.engine.request_timeout);
+  EXPECT_EQ(inline_form.engine.default_prefetch, defaults.engine.default_prefetch);
+  EXPECT_EQ(inline_form.engine.output_limit_bytes, defaults.engine.output_limit_bytes);
+  EXPECT_EQ(inline_form.engine.max_body_bytes, defaults.engine.max_body_bytes);
+  EXPECT_TRUE(inline_form.engine.client_properties.entries.empty());
+  EXPECT_EQ(inline_form.read_batching.min_bytes, defaults.read_batching.min_bytes);
+  EXPECT_EQ(inline_form.read_batching.owed_confirms, defaults.read_batching.owed_confirms);
+  EXPECT_FALSE(inline_form.connect_timeout.has_value());
+  EXPECT_EQ(inline_form.observer, nullptr);
 }
 
 // Every way a caller writes an options struct's arguments.

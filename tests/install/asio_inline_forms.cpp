@@ -28,7 +28,10 @@ void expect(bool ok, const char* what) {
 
 asio::awaitable<void> all_inline(asio_driver::AsioDriver& driver, client::ConnectionUrl url) {
   const std::string prefix = "warren-inline-" + std::to_string(std::rand() % 100000) + "-a-name-longer-than-sso";
-  auto conn = (co_await asio_driver::async_connect(driver, url, use_awaitable)).value();
+  // ClientOptions inline too, owning strings once copied (GCC 12 aborted in free() here).
+  auto conn = (co_await asio_driver::async_connect(
+                   driver, url, {.engine = {.connection_name = prefix + "-connection", .heartbeat_s = 30}}, use_awaitable))
+                  .value();
   auto ch = (co_await asio_driver::async_open_channel(*conn, use_awaitable)).value();
   (co_await ch.confirm_select(use_awaitable)).value();
   (co_await ch.exchange_declare({.name = prefix + ".x", .type = "topic", .auto_delete = true,

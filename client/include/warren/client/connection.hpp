@@ -15,6 +15,7 @@
 
 #include "warren/client/broker_version.hpp"
 #include "warren/client/channel.hpp"
+#include "warren/client/connect_options.hpp"
 #include "warren/client/driver.hpp"
 #include "warren/client/metrics.hpp"
 #include "warren/client/observer.hpp"
@@ -49,6 +50,9 @@ struct ClientOptions {
   // Where this connection counts what it does (metrics.hpp); one may serve many connections.
   // Null: off.
   std::shared_ptr<Metrics> metrics{};
+
+  // Viewed (connect_options.hpp), for a call that takes the inline-safe form.
+  operator ConnectOptions() const;  // NOLINT: implicit by design
 };
 
 class Connection : public std::enable_shared_from_this<Connection>, private StreamEvents {

@@ -7,10 +7,14 @@
 // Each completes with `void(Result<T>)` on the handler's executor, else the io_context the
 // connection runs on, and may be called from any thread (it is started on the loop).
 //
-// GCC 12 miscompiles a braced temporary that owns a std::string inside a co_await expression:
-// it copies it bitwise and the program aborts in free(). The channel's options are views for
-// that reason (client/options.hpp) and are safe inline; ClientOptions owns its PEM text and
-// credentials, so name it in a variable first (or use the form without it).
+// Options are written inline, with GCC 12 as with clang:
+//
+//   co_await asio_driver::async_connect(driver, url, {.engine = {.heartbeat_s = 30}}, asio::use_awaitable);
+//
+// GCC 12 copies a braced temporary inside a co_await expression bitwise and destroys both, so
+// what a token form takes inline owns nothing: ConnectOptions (client/connect_options.hpp) is
+// ClientOptions viewed, copied into an owned ClientOptions at the call; a named ClientOptions
+// converts to it.
 #pragma once
 
 #include <memory>
@@ -24,11 +28,11 @@ namespace warren::asio_driver {
 // Dials the URL's hosts in turn; completes once the handshake is done or every host failed.
 // The driver is the loop's, and outlives every connection on it (the client assumes as much).
 template <class Token>
-auto async_connect(AsioDriver& driver, client::ConnectionUrl url, client::ClientOptions options, Token&& token) {
+auto async_connect(AsioDriver& driver, client::ConnectionUrl url, client::ConnectOptions options, Token&& token) {
   using Connected = std::shared_ptr<client::Connection>;
   return detail::initiate<Connected>(
       driver.context().get_executor(),
-      [&driver, url = std::move(url), options = std::move(options)](client::Callback<Connected> done) mutable {
+      [&driver, url = std::move(url), options = options.owned()](client::Callback<Connected> done) mutable {
         // The connection keeps on_ready as long as it lives, and on_ready must reach the
         // connection: hold it only until the answer, or that would be a cycle.
         struct Dial {
@@ -47,11 +51,10 @@ auto async_connect(AsioDriver& driver, client::ConnectionUrl url, client::Client
       std::forward<Token>(token));
 }
 
-// With the default options. (Also a way around GCC 12, which miscompiles a braced temporary
-// owning a std::string, such as `{}` for ClientOptions, inside a co_await expression.)
+// With the default options.
 template <class Token>
 auto async_connect(AsioDriver& driver, client::ConnectionUrl url, Token&& token) {
-  return async_connect(driver, std::move(url), client::ClientOptions{}, std::forward<Token>(token));
+  return async_connect(driver, std::move(url), client::ConnectOptions{}, std::forward<Token>(token));
 }
 
 template <class Token>
