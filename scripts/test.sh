@@ -200,9 +200,11 @@ done
 # Packaging: install into a scratch root and build examples against the installed headers
 # and pkg-config files alone, as a user's warnings-as-errors build would, then run them
 # against the broker: the libuv quick start with GCC; every verb with inline options
-# (tests/install/asio_inline_forms.cpp) with both of Debian 12's compilers, and the Asio
-# quick start with clang (the CMake check builds it with GCC), at -O0 as a first build is
-# (GCC 12 crashed on inline options that owned strings; clang needs what Asio cannot detect).
+# (tests/install/asio_inline_forms.cpp) and every layer with its options inline as the docs
+# write them (tests/install/layer_inline_forms.cpp) with both of Debian 12's compilers, and
+# the Asio quick start with clang (the CMake check builds it with GCC), at -O0 as a first
+# build is (GCC 12 crashed on inline options that owned strings and warned on omitted fields
+# without a default; clang needs what Asio cannot detect).
 install_check() {
   local dest pcdir flags asio_flags url="amqp://127.0.0.1:${RMQ_PORT:-1}/%2f"
   dest=$(mktemp -d)
@@ -210,16 +212,21 @@ install_check() {
   pcdir=$(dirname "$(find "$dest" -name warren-uv.pc | head -n 1)")
   flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --static --cflags --libs warren-uv) || return 1
   asio_flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest pkg-config --static --cflags --libs warren-asio) || return 1
+  layer_flags=$(PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest \
+    pkg-config --static --cflags --libs warren-asio warren-messaging warren-pipeline) || return 1
   g++ -std=c++20 -Wall -Wextra -Werror examples/uv_quick_start.cpp $flags -o "$dest/example" &&
     "$dest/example" "$url" | tail -n 1 || { rm -rf "$dest"; return 1; }
   # GCC's build of the quick start is the CMake check's (below); every verb inline with both.
-  local cxx program cxx_program
+  local cxx program cxx_program program_flags
   for cxx_program in "g++ -fcoroutines:tests/install/asio_inline_forms.cpp" "clang++-14:examples/asio_quick_start.cpp" \
-      "clang++-14:tests/install/asio_inline_forms.cpp"; do
+      "clang++-14:tests/install/asio_inline_forms.cpp" "g++ -fcoroutines:tests/install/layer_inline_forms.cpp" \
+      "clang++-14:tests/install/layer_inline_forms.cpp"; do
     cxx=${cxx_program%%:*}
     program=${cxx_program#*:}
+    program_flags=$asio_flags
+    [[ $program == *layer_* ]] && program_flags=$layer_flags
     echo "$cxx $program"
-    $cxx -std=c++20 -Wall -Wextra -Werror "$program" $asio_flags -o "$dest/asio-program" &&
+    $cxx -std=c++20 -Wall -Wextra -Werror "$program" $program_flags -o "$dest/asio-program" &&
       "$dest/asio-program" "$url" | tail -n 1 || { rm -rf "$dest"; return 1; }
   done
   rm -rf "$dest"
@@ -320,7 +327,8 @@ lane_asan() {
   # AddressSanitizer + UBSan: the codec, engine and client suites.
   if [[ -f build-asan/build.ninja ]] &&
       timed "build: asan" ninja -j2 -C build-asan tests/unit-tests tests/property-tests tests/engine-tests \
-        tests/client-tests tests/client-thread-tests tests/tls-tests tests/cli-values-tests tests/sim-tests tests/sim-regressions tests/layer-sim-tests; then
+        tests/client-tests tests/client-thread-tests tests/tls-tests tests/cli-values-tests tests/messaging-tests tests/sim-tests \
+        tests/sim-regressions tests/layer-sim-tests; then
     # The engine suite (its every-split scripts: ~30 s under ASan) beside the rest: this lane
     # ends the run, and one program at a time would leave a core idle.
     step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1 &
@@ -331,6 +339,7 @@ lane_asan() {
     step "asan: client, another thread" build-asan/tests/client-thread-tests --gtest_brief=1
     step "asan: tls" build-asan/tests/tls-tests --gtest_brief=1
     step "asan: cli values" build-asan/tests/cli-values-tests --gtest_brief=1
+    step "asan: messaging (model broker)" build-asan/tests/messaging-tests --gtest_brief=1
     step "asan: simulation" env RC_PARAMS="max_success=200 max_size=300" build-asan/tests/sim-tests --gtest_brief=1
     step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_brief=1
     step "asan: layer simulation" env RC_PARAMS="max_success=200 max_size=200" build-asan/tests/layer-sim-tests --gtest_brief=1

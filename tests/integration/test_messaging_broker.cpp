@@ -336,8 +336,9 @@ TEST_P(MessagingBroker, a_message_whose_headers_leave_no_room_for_a_retry_is_dea
   };
   std::size_t n = 3000;
   while (header_size(n + 1) + 8 <= 4096) ++n;
+  const std::string filler(n, 'f');
   auto sent = wait<void>([&](auto d) {
-    sender->put({.body = "fat", .headers = {{"filler", std::string(n, 'f')}, {"traceparent", traceparent}}, .message_id = "id-fat"}, d);
+    sender->put({.body = "fat", .headers = {{"filler", filler}, {"traceparent", traceparent}}, .message_id = "id-fat"}, d);
   });
   ASSERT_TRUE(sent.ok()) << sent.error().to_string();
   std::vector<std::string> outcomes;

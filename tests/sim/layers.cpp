@@ -272,7 +272,7 @@ struct LayerSim::Impl {
       default: return {.offset = static_cast<std::uint64_t>(a)};
     }
   }
-  static std::string text(const From& f) { return f.offset ? std::to_string(*f.offset) : f.position; }
+  static std::string text(const From& f) { return f.offset ? std::to_string(*f.offset) : std::string(f.position); }
 
   void append(int a) {
     const std::string body = "e" + std::to_string(++next_entry);

@@ -64,7 +64,7 @@ void join_group(const std::shared_ptr<Messaging>& layer, GroupOptions options, O
                 client::Callback<std::shared_ptr<Subscription>> done) {
   if (auto ok = check_address(options.address); !ok) return done(ok.error());
   if (options.prefetch == 0) return done(make_error(errc::invalid_argument, "prefetch must be at least 1"));
-  std::string queue = layer->name("group." + options.address);
+  std::string queue = layer->name("group." + std::string(options.address));
   // Durable (a transient shared queue is refused on RabbitMQ 4.3) and expiring once unused.
   // Kept: the subscription's setup declares it again on every recovery.
   const client::Kept<client::QueueDeclareOptions> declare = client::QueueDeclareOptions{
@@ -77,7 +77,7 @@ void join_group(const std::shared_ptr<Messaging>& layer, GroupOptions options, O
       layer,
       {.queue = queue,
        .prefetch = options.prefetch,
-       .setup = [weak, declare, address = options.address](const client::Channel& ch, client::Callback<void> d) {
+       .setup = [weak, declare, address = std::string(options.address)](const client::Channel& ch, client::Callback<void> d) {
          auto layer = weak.lock();
          if (!layer) return d(make_error(errc::invalid_argument, "the messaging layer is gone"));
          declare_and_bind(layer, ch, declare, address, std::move(d));
@@ -99,7 +99,7 @@ void send(const std::shared_ptr<Messaging>& layer, const SendOptions& options, c
   };
   auto o = std::make_shared<Owned>(Owned{std::string(options.address), std::string(options.body),
                                          std::string(options.reply_to), std::string(options.correlation_id),
-                                         options.headers, options.timeout});
+                                         options.headers.to_table(), options.timeout});
   std::weak_ptr<Messaging> weak = layer;
   layer->control_channel([weak, o, done](Result<client::Channel> ch) {
     auto layer = weak.lock();

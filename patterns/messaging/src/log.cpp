@@ -92,9 +92,9 @@ class Reader : public std::enable_shared_from_this<Reader> {
   bool finished_ = false;
 };
 
-wire::FieldValue start_of(const From& from) {
-  if (from.offset) return static_cast<std::int64_t>(*from.offset);
-  return from.position;
+wire::FieldValue start_of(std::optional<std::uint64_t> offset, std::string_view position) {
+  if (offset) return static_cast<std::int64_t>(*offset);
+  return std::string(position);
 }
 
 }  // namespace
@@ -233,11 +233,11 @@ void Log::tip(client::Callback<std::optional<std::uint64_t>> done) {
 
 void Log::read(ReadOptions options, client::Callback<Page> done) {
   auto self = shared_from_this();
-  tip([self, options, done](Result<std::optional<std::uint64_t>> tip) {
+  tip([self, from = Start{std::string(options.from.position), options.from.offset}, max_entries = options.max_entries,
+       done](Result<std::optional<std::uint64_t>> tip) {
     if (!tip) return done(tip.error());
     auto page = std::make_shared<Page>();
     page->tip = *tip;
-    const auto& from = options.from;
     // Nothing to catch up on: an empty stream, "next", or a start past the tip.
     if (!*tip || (!from.offset && from.position == "next") || (from.offset && *from.offset > **tip)) {
       page->complete = true;
@@ -246,8 +246,8 @@ void Log::read(ReadOptions options, client::Callback<Page> done) {
     const std::uint64_t until = **tip;
     auto first = std::make_shared<std::optional<std::uint64_t>>();
     auto reader = std::make_shared<Reader>(
-        self->layer_, self->queue_, start_of(from), self->options_.idle, self->options_.idle,
-        [page, first, until, max = options.max_entries](const client::Delivery& d, std::uint64_t offset) {
+        self->layer_, self->queue_, start_of(from.offset, from.position), self->options_.idle, self->options_.idle,
+        [page, first, until, max = max_entries](const client::Delivery& d, std::uint64_t offset) {
           if (!*first) *first = offset;
           if (offset > until) {  // past the tip read first: the page is done without it
             page->complete = true;
@@ -293,8 +293,9 @@ void Log::oldest(client::Callback<std::optional<std::uint64_t>> done) {
   reader->start();
 }
 
-void Log::follow(From from, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
+void Log::follow(From given, std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
                  std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done) {
+  Start from{std::string(given.position), given.offset};
   // "first", "next" and "last" name places that move (retention, appends): each is resolved
   // once, now ("first" against the oldest entry, "next" and "last" against the tip), so
   // consuming again before the first entry (a reconnect) starts where the tail started, not
@@ -309,13 +310,13 @@ void Log::follow(From from, std::function<void(const client::Delivery& d, std::u
     // "last" keeps its first look at the whole last chunk, and falls back to the tip entry
     // only to consume again; "first" and "next" are offsets from the start.
     if (from.position == "last") return self->subscribe_tail(from, resolved, on_entry, on_end, done);
-    self->subscribe_tail({.offset = resolved}, resolved, on_entry, on_end, done);
+    self->subscribe_tail(Start{.position = {}, .offset = resolved}, resolved, on_entry, on_end, done);
   };
   if (from.position == "first") return oldest(std::move(resolve));
   tip(std::move(resolve));
 }
 
-void Log::subscribe_tail(From from, std::optional<std::uint64_t> fallback,
+void Log::subscribe_tail(Start from, std::optional<std::uint64_t> fallback,
                          std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
                          std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done) {
   // Where the next consume starts: after the last entry handed on, else `fallback` (where the
@@ -351,7 +352,7 @@ void Log::subscribe_tail(From from, std::optional<std::uint64_t> fallback,
          place->first_of_consume = true;
          place->asked = place->next ? place->next : fallback;
          if (place->asked) return {{"x-stream-offset", static_cast<std::int64_t>(*place->asked)}};
-         return {{"x-stream-offset", start_of(from)}};
+         return {{"x-stream-offset", start_of(from.offset, from.position)}};
        },
        .stream = true,
        .on_over = [on_end](const Error& cause) {

@@ -121,11 +121,12 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
     });
   }
   const auto delay = retry_delay(queue_->options().backoff, attempt_, queue_->draw());
-  options.headers.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_ + 1));
+  client::FieldTable headers = options.headers.to_table();
+  headers.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_ + 1));
   // The message's own headers leave no room for a retry's in one frame: republishing it would
   // fail every time and the message would come back forever. It goes to the dead-letter queue
   // now, with the layer's headers only (dead_letter() strips the rest).
-  if (!queue_->fits(message_, options.headers, !options.error.empty())) {
+  if (!queue_->fits(message_, headers, !options.error.empty())) {
     return dead_letter("its headers leave no room for a retry's within frame_max " +
                            std::to_string(queue_->layer()->frame_max_bytes()),
                        std::move(options), [done](Result<void> r) {
@@ -134,7 +135,7 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
                        });
   }
   auto original = std::make_shared<client::Message>(std::move(message_));
-  queue_->republish(*original, queue_->retry_queue(delay), std::move(options.headers), options.error, false,
+  queue_->republish(*original, queue_->retry_queue(delay), std::move(headers), options.error, false,
                     [original, delay, done, queue = queue_, attempt = attempt_](Result<void> r) {
                       if (!r) return unconfirmed(*original, r.error(), done);
                       if (auto acked = original->ack(); !acked) return done(acked.error());
@@ -147,7 +148,7 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
 
 void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Callback<void> done) {
   auto original = std::make_shared<client::Message>(std::move(message_));
-  auto& h = options.headers;
+  client::FieldTable h = options.headers.to_table();
   h.set(std::string(attempt_header), static_cast<std::int64_t>(attempt_));
   h.set(std::string(attempts_header), static_cast<std::int64_t>(attempt_));
   h.set(std::string(reason_header), std::move(reason));
@@ -251,24 +252,14 @@ void WorkQueue::declare(client::Callback<void> done) {
 }
 
 void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
-  if (!declared_) {
-    auto copy = std::make_shared<PutOptions>(options);
-    auto body = std::make_shared<std::string>(options.body);
-    copy->body = *body;
-    std::weak_ptr<WorkQueue> weak = weak_from_this();
-    return declare([weak, copy, body, done](Result<void> r) {
-      auto self = weak.lock();
-      if (!r || !self) return done(r ? Result<void>(make_error(errc::invalid_argument, "the work queue is gone")) : r);
-      self->put(*copy, done);
-    });
-  }
-  auto headers = std::make_shared<client::FieldTable>(options.headers);
+  // Copied now: the options are views, and the publish may wait for the declare and a channel.
+  auto headers = std::make_shared<client::FieldTable>(options.headers.to_table());
   headers->set(std::string(attempt_header), static_cast<std::int64_t>(1));
-  auto id = std::make_shared<std::string>(options.message_id.empty() ? layer_->make_uuid() : options.message_id);
+  auto id = std::make_shared<std::string>(options.message_id.empty() ? layer_->make_uuid() : std::string(options.message_id));
   auto body = std::make_shared<std::string>(options.body);
   auto timeout = options.timeout;
   std::weak_ptr<WorkQueue> weak = weak_from_this();
-  layer_->control_channel([weak, headers, id, body, timeout, done](Result<client::Channel> ch) {
+  auto publish = [weak, headers, id, body, timeout, done](Result<client::Channel> ch) {
     auto self = weak.lock();
     if (!self) return done(make_error(errc::invalid_argument, "the work queue is gone"));
     if (!ch) return done(ch.error());
@@ -282,6 +273,12 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
                   if (!r) return done(r.error());
                   done(Result<void>());
                 });
+  };
+  if (declared_) return layer_->control_channel(std::move(publish));
+  declare([weak, publish = std::move(publish), done](Result<void> r) mutable {
+    auto self = weak.lock();
+    if (!r || !self) return done(r ? Result<void>(make_error(errc::invalid_argument, "the work queue is gone")) : r);
+    self->layer_->control_channel(std::move(publish));
   });
 }
 

@@ -26,8 +26,8 @@ namespace warren::client {
 
 // An attribute of a series: OpenTelemetry's name ("messaging.destination.name") and its value.
 struct MetricLabel {
-  std::string name;
-  std::string value;
+  std::string name{};
+  std::string value{};
   friend bool operator==(const MetricLabel&, const MetricLabel&) = default;
 };
 using MetricLabels = std::vector<MetricLabel>;
@@ -35,9 +35,9 @@ using MetricLabels = std::vector<MetricLabel>;
 // A series' name and unit, both as OpenTelemetry writes them ("messaging.client.sent.messages",
 // "{message}"; "s" for seconds, "By" for bytes), and a line for the reader.
 struct MetricDescription {
-  std::string_view name;
-  std::string_view unit;
-  std::string_view help;
+  std::string_view name{};
+  std::string_view unit{};
+  std::string_view help{};
 };
 
 class Counter {
@@ -85,10 +85,10 @@ enum class MetricKind : std::uint8_t { counter, gauge, histogram };
 // One series as read by snapshot().
 struct MetricPoint {
   MetricKind kind = MetricKind::counter;
-  std::string name;
-  std::string unit;
-  std::string help;
-  MetricLabels labels;
+  std::string name{};
+  std::string unit{};
+  std::string help{};
+  MetricLabels labels{};
   double value = 0;  // a counter's or a gauge's; a histogram's sum, in seconds
   // A histogram's cumulative counts, one per Histogram::bounds_ns then +Inf (the last is the
   // count of observations).
@@ -96,7 +96,7 @@ struct MetricPoint {
 };
 
 struct MetricsSnapshot {
-  std::vector<MetricPoint> points;
+  std::vector<MetricPoint> points{};
   // The series called `name` whose labels include every one of `labels`; null if none.
   [[nodiscard]] const MetricPoint* find(std::string_view name, const MetricLabels& labels = {}) const;
   // The sum of the values of every series `find` would match (0 when none): a counter's total

@@ -48,7 +48,7 @@ struct PoolOptions {
   ClientOptions client{};
   // Runs on each new connection before it is first lent; `done` with success lends it, with
   // an error fails the borrow and drops the connection.
-  std::function<void(Connection& connection, Callback<void> done)> on_connect;
+  std::function<void(Connection& connection, Callback<void> done)> on_connect{};
 };
 
 class Pool : public std::enable_shared_from_this<Pool> {

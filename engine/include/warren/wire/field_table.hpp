@@ -31,8 +31,8 @@ void encode_table_content(Writer& out, const FieldTable& table);
 
 // One top-level entry of a table's bytes: its key, and its value's bytes, type tag first.
 struct TableEntry {
-  std::string_view key;
-  std::span<const std::byte> value;
+  std::string_view key{};
+  std::span<const std::byte> value{};
 };
 
 // Walks a table's top-level entries without decoding their values (a nested table or array is
@@ -54,8 +54,8 @@ class TableCursor {
 // of the same key: a message's trace context (traceparent, tracestate) on its headers. An
 // empty value writes nothing and still removes the key (a new trace drops an old tracestate).
 struct StringEntry {
-  std::string_view key;
-  std::string_view value;
+  std::string_view key{};
+  std::string_view value{};
 };
 
 class TableRef {

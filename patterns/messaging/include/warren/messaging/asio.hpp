@@ -13,12 +13,12 @@
 //
 // Header-only, so warren-messaging does not depend on Asio: include it and link warren-asio,
 // with the layer's connection on an AsioDriver (else std::logic_error). Every start function
-// owns what it uses (the handle, options, and copies of every string_view), so a deferred
-// token may be launched after the caller's strings are gone. It holds the handle only until
-// the operation is started: keep it while the operation runs, as with the callbacks.
+// owns what it uses (the handle, options, and copies of every string_view and table), so a
+// deferred token may be launched after the caller's strings are gone. It holds the handle only
+// until the operation is started: keep it while the operation runs, as with the callbacks.
 //
-// GCC 12 miscompiles a braced temporary owning a std::string inside a co_await expression
-// (see warren/asio/connection.hpp): name PutOptions, SendOptions, ... in a variable first.
+// The options are views (trivially destructible), so they are written inline in a co_await
+// with GCC 12 as with clang (see warren/asio/connection.hpp).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,7 @@
 #include "warren/asio/initiate.hpp"
 #include "warren/messaging/backplane.hpp"
 #include "warren/messaging/direct.hpp"
+#include "warren/messaging/kept_options.hpp"
 #include "warren/messaging/log.hpp"
 #include "warren/messaging/messaging.hpp"
 #include "warren/messaging/subscription.hpp"
@@ -42,34 +43,6 @@ namespace asio_detail {
 
 using asio_driver::detail::initiate;
 using asio_driver::detail::loop_executor;
-
-// PutOptions with its body copied. Stored as owned strings and viewed only when used: moving
-// a short std::string moves its characters, so a view taken earlier would dangle.
-struct OwnedPut {
-  explicit OwnedPut(const PutOptions& o)
-      : body(o.body), headers(o.headers), message_id(o.message_id), timeout(o.timeout) {}
-  [[nodiscard]] PutOptions view() const {
-    return {.body = body, .headers = headers, .message_id = message_id, .timeout = timeout};
-  }
-  std::string body{};
-  client::FieldTable headers{};
-  std::string message_id{};
-  std::optional<engine::Duration> timeout{};
-};
-
-// SendOptions with its four views copied, as OwnedPut.
-struct OwnedSend {
-  explicit OwnedSend(const SendOptions& o)
-      : address(o.address), body(o.body), reply_to(o.reply_to), correlation_id(o.correlation_id),
-        headers(o.headers), timeout(o.timeout) {}
-  [[nodiscard]] SendOptions view() const {
-    return {.address = address, .body = body, .reply_to = reply_to, .correlation_id = correlation_id,
-            .headers = headers, .timeout = timeout};
-  }
-  std::string address, body, reply_to, correlation_id;
-  client::FieldTable headers{};
-  std::optional<engine::Duration> timeout{};
-};
 
 }  // namespace asio_detail
 
@@ -110,7 +83,7 @@ auto async_put(std::shared_ptr<WorkQueue> queue, const PutOptions& options, Toke
   const auto loop = asio_detail::loop_executor(queue->layer()->driver());
   return asio_detail::initiate<void>(
       loop,
-      [queue = std::move(queue), owned = asio_detail::OwnedPut(options)](client::Callback<void> done) {
+      [queue = std::move(queue), owned = KeptPut(options)](client::Callback<void> done) {
         queue->put(owned.view(), std::move(done));
       },
       std::forward<Token>(token));
@@ -137,8 +110,8 @@ auto async_retry(WorkItem item, RetryOptions options, Token&& token) {
   const auto loop = asio_detail::loop_executor(item.driver());
   return asio_detail::initiate<Retried>(
       loop,
-      [item = std::move(item), options = std::move(options)](client::Callback<Retried> done) mutable {
-        item.retry(std::move(options), std::move(done));
+      [item = std::move(item), owned = KeptRetry(options)](client::Callback<Retried> done) mutable {
+        item.retry(owned.view(), std::move(done));
       },
       std::forward<Token>(token));
 }
@@ -149,9 +122,9 @@ auto async_dead_letter(WorkItem item, std::string reason, RetryOptions options, 
   const auto loop = asio_detail::loop_executor(item.driver());
   return asio_detail::initiate<void>(
       loop,
-      [item = std::move(item), reason = std::move(reason), options = std::move(options)](
+      [item = std::move(item), reason = std::move(reason), owned = KeptRetry(options)](
           client::Callback<void> done) mutable {
-        item.dead_letter(std::move(reason), std::move(options), std::move(done));
+        item.dead_letter(std::move(reason), owned.view(), std::move(done));
       },
       std::forward<Token>(token));
 }
@@ -164,7 +137,7 @@ auto async_send(std::shared_ptr<Messaging> layer, const SendOptions& options, To
   const auto loop = asio_detail::loop_executor(layer->driver());
   return asio_detail::initiate<void>(
       loop,
-      [layer = std::move(layer), owned = asio_detail::OwnedSend(options)](client::Callback<void> done) {
+      [layer = std::move(layer), owned = KeptSend(options)](client::Callback<void> done) {
         messaging::send(layer, owned.view(), std::move(done));
       },
       std::forward<Token>(token));
@@ -188,9 +161,9 @@ auto async_join_group(std::shared_ptr<Messaging> layer, GroupOptions options, On
   const auto loop = asio_detail::loop_executor(layer->driver());
   return asio_detail::initiate<std::shared_ptr<Subscription>>(
       loop,
-      [layer = std::move(layer), options = std::move(options), on_message = std::move(on_message)](
-          client::Callback<std::shared_ptr<Subscription>> done) mutable {
-        messaging::join_group(layer, std::move(options), std::move(on_message), std::move(done));
+      [layer = std::move(layer), address = std::string(options.address), prefetch = options.prefetch,
+       on_message = std::move(on_message)](client::Callback<std::shared_ptr<Subscription>> done) mutable {
+        messaging::join_group(layer, {.address = address, .prefetch = prefetch}, std::move(on_message), std::move(done));
       },
       std::forward<Token>(token));
 }
@@ -241,8 +214,9 @@ auto async_read(std::shared_ptr<Log> log, ReadOptions options, Token&& token) {
   const auto loop = asio_detail::loop_executor(log->driver());
   return asio_detail::initiate<Page>(
       loop,
-      [log = std::move(log), options = std::move(options)](client::Callback<Page> done) mutable {
-        log->read(std::move(options), std::move(done));
+      [log = std::move(log), from = KeptFrom(options.from), max_entries = options.max_entries](
+          client::Callback<Page> done) mutable {
+        log->read({.from = from.view(), .max_entries = max_entries}, std::move(done));
       },
       std::forward<Token>(token));
 }
@@ -255,9 +229,9 @@ auto async_follow(std::shared_ptr<Log> log, From from,
   const auto loop = asio_detail::loop_executor(log->driver());
   return asio_detail::initiate<std::shared_ptr<LogTail>>(
       loop,
-      [log = std::move(log), from = std::move(from), on_entry = std::move(on_entry), on_end = std::move(on_end)](
+      [log = std::move(log), from = KeptFrom(from), on_entry = std::move(on_entry), on_end = std::move(on_end)](
           client::Callback<std::shared_ptr<LogTail>> done) mutable {
-        log->follow(std::move(from), std::move(on_entry), std::move(on_end), std::move(done));
+        log->follow(from.view(), std::move(on_entry), std::move(on_end), std::move(done));
       },
       std::forward<Token>(token));
 }

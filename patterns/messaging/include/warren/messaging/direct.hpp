@@ -25,7 +25,7 @@ struct SendOptions {
   std::string_view body{};
   std::string_view reply_to{};      // an inbox's address, for an answer
   std::string_view correlation_id{};
-  client::FieldTable headers{};
+  client::Arguments headers{};
   std::optional<engine::Duration> timeout{};  // the confirm's deadline; unset: the channel's
 };
 
@@ -34,7 +34,7 @@ struct InboxOptions {
 };
 
 struct GroupOptions {
-  std::string address{};
+  std::string_view address{};  // copied: the member subscribes to it again after a loss
   std::uint16_t prefetch = 10;  // per member
 };
 

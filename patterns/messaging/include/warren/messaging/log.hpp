@@ -41,12 +41,13 @@ struct LogOptions {
   std::string name{};  // the stream is "<prefix>.log.<name>"
   std::chrono::milliseconds idle{1000};       // a pause this long ends a page, incomplete
   std::chrono::milliseconds empty_wait{500};  // an empty stream's time to answer "last"
-  std::function<void(const Gap&)> on_gap;     // a read met a trimmed offset
+  std::function<void(const Gap&)> on_gap{};     // a read met a trimmed offset
 };
 
 // Where a read starts: "first", "last", "next", or an offset.
+// A view, as a verb's options are (work_queue.hpp): read() and follow() copy it.
 struct From {
-  std::string position = "first";
+  std::string_view position = "first";
   std::optional<std::uint64_t> offset{};  // set: start at this offset (position is ignored)
 };
 
@@ -104,9 +105,14 @@ class Log : public std::enable_shared_from_this<Log> {
   // not there, then from `window` offsets before where that look began, 4 times wider each time.
   void find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, std::optional<std::uint64_t> below,
                   std::uint64_t window, client::Callback<std::uint64_t> done);
+  // A From with its own copy of the position: what a read or a tail keeps past the call.
+  struct Start {
+    std::string position;
+    std::optional<std::uint64_t> offset;
+  };
   // The tail's subscription, `from` resolved: `fallback` is where to consume again when no
   // entry was handed on yet.
-  void subscribe_tail(From from, std::optional<std::uint64_t> fallback,
+  void subscribe_tail(Start from, std::optional<std::uint64_t> fallback,
                       std::function<void(const client::Delivery& d, std::uint64_t offset)> on_entry,
                       std::function<void(const Error&)> on_end, client::Callback<std::shared_ptr<LogTail>> done);
 

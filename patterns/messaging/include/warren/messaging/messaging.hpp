@@ -40,7 +40,7 @@ struct Options {
   std::string queue_type = "quorum";  // x-queue-type of work queues and their dead-letter queues
   std::chrono::milliseconds inbox_ttl{60000};  // x-expires of a service group's shared queue
   std::uint64_t stream_max_bytes = 0;  // a log's stream: 0 means no x-max-length-bytes
-  std::function<void(const Event&)> on_event;  // optional: the layer's log
+  std::function<void(const Event&)> on_event{};  // optional: the layer's log
   // Told the layer's records (docs/observability.md): its events above, and each retry,
   // dead-letter and log gap. The connection's own records come from ClientOptions::observer
   // (or the Session's); this may be the same observer. Null: off.

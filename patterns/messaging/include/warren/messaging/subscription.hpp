@@ -21,16 +21,16 @@ struct SubscriptionSpec {
   std::string queue{};
   std::uint16_t prefetch = 10;
   // Declares (and binds) the queue on the subscription's channel; runs before every consume.
-  std::function<void(const client::Channel& ch, client::Callback<void> done)> setup;
-  std::function<void(const client::Delivery& d)> on_delivery;
+  std::function<void(const client::Channel& ch, client::Callback<void> done)> setup{};
+  std::function<void(const client::Delivery& d)> on_delivery{};
   Backoff resubscribe{std::chrono::milliseconds(100), std::chrono::milliseconds(5000)};
   // The consume's arguments, asked before each consume (a log's tail resumes after the last
   // entry it saw); unset: none.
-  std::function<client::FieldTable()> arguments;
+  std::function<client::FieldTable()> arguments{};
   bool stream = false;  // a stream subscription: its deliveries are only ever acked
   // Told once, when the subscription is over for good: cancel(), the layer's close(), or a
   // connection that will not come back.
-  std::function<void(const Error& cause)> on_over;
+  std::function<void(const Error& cause)> on_over{};
 };
 
 class Subscription : public std::enable_shared_from_this<Subscription> {

@@ -41,13 +41,16 @@ struct WorkQueueOptions {
   std::uint32_t attempts = 5;  // a message is tried this many times, then dead-lettered
   Backoff backoff{};           // 1 s → 60 s: also fixes the retry queues' delay levels
   // Uniform draws in [0, 1) for the jitter; unset: a generator seeded by the layer.
-  std::function<double()> random;
+  std::function<double()> random{};
 };
 
+// The options of a verb (put, retry, dead_letter) are views, as the client's are
+// (client/options.hpp): the verb copies what it needs before it returns, and written inline in
+// a co_await they are safe with GCC 12 (everything here is trivially destructible).
 struct PutOptions {
   std::string_view body{};
-  client::FieldTable headers{};  // x-warren-attempt is set to 1
-  std::string message_id{};      // empty: a fresh UUID
+  client::Arguments headers{};      // x-warren-attempt is set to 1
+  std::string_view message_id{};    // empty: a fresh UUID
   std::optional<engine::Duration> timeout{};  // the confirm's deadline; unset: the channel's
 };
 
@@ -62,8 +65,8 @@ struct Retried {
 };
 
 struct RetryOptions {
-  std::string error{};            // why this attempt failed (cut to fit the frame)
-  client::FieldTable headers{};   // more headers for the retried or dead-lettered message
+  std::string_view error{};       // why this attempt failed (cut to fit the frame)
+  client::Arguments headers{};    // more headers for the retried or dead-lettered message
 };
 
 class WorkQueue;

@@ -41,7 +41,7 @@ struct SourceOptions {
 struct DestinationOptions {
   std::string exchange{};
   std::string routing_key{};
-  std::function<std::string(const Record&)> route;  // set: the routing key comes from the record
+  std::function<std::string(const Record&)> route{};  // set: the routing key comes from the record
   bool mandatory = true;  // unroutable is the record's error
   bool confirms = true;   // the step completes on the broker's confirm
   engine::Duration timeout = std::chrono::seconds(30);  // the publish's whole deadline
@@ -69,18 +69,18 @@ struct QueuePipelineOptions {
   engine::Duration drain_timeout = std::chrono::seconds(30);  // after a stop outcome
   // Each record's outcome, once its delivery was settled (a dead-letter: once its envelope's
   // publish was started), or its outcome dropped. Set here, so nothing runs before it is in place.
-  std::function<void(const Record& record, const Finished& finished)> on_outcome;
+  std::function<void(const Record& record, const Finished& finished)> on_outcome{};
   // Where each outcome is counted (warren.pipeline.records, by pipeline name and outcome;
   // docs/observability.md). Null: off.
   std::shared_ptr<client::Metrics> metrics{};
   // Once, when the pipeline stopped: nullopt after a drain asked for; otherwise why (a stop or
   // rethrow outcome's record error, the source or publishing channel's loss).
-  std::function<void(const std::optional<std::string>& failure)> on_stopped;
+  std::function<void(const std::optional<std::string>& failure)> on_stopped{};
   // RabbitMQ closes a channel (406) whose delivery stays unacked past its consumer_timeout
   // (30 min by default, checked every minute). A delivery held this long is reported once,
   // before that happens: on_slow_delivery(delivery tag, how long it has been held), and counted.
   engine::Duration slow_delivery_warning = std::chrono::minutes(25);
-  std::function<void(std::uint64_t delivery_tag, engine::Duration held)> on_slow_delivery;
+  std::function<void(std::uint64_t delivery_tag, engine::Duration held)> on_slow_delivery{};
 };
 
 enum class State : std::uint8_t { starting, running, draining, stopped };

@@ -20,9 +20,9 @@ struct Metadata {
   bool redelivered = false;
   std::uint32_t delivery_count = 0;  // a quorum queue's x-delivery-count, 0 when absent
   // The basic properties, carried to the destination unless a stage changes them.
-  std::optional<std::string> content_type, content_encoding, correlation_id, reply_to, expiration, message_id,
-      type, user_id, app_id;
-  std::optional<std::uint8_t> delivery_mode, priority;
+  std::optional<std::string> content_type{}, content_encoding{}, correlation_id{}, reply_to{}, expiration{},
+      message_id{}, type{}, user_id{}, app_id{};
+  std::optional<std::uint8_t> delivery_mode{}, priority{};
   std::optional<std::uint64_t> timestamp{};  // POSIX seconds
 };
 
