@@ -316,6 +316,8 @@ class FakeBroker {
       if (!ch.closing) n += ch.flows_unanswered;
     return n;
   }
+  // Deliveries from `queue` this connection's channels hold unacked, by body.
+  [[nodiscard]] std::vector<std::string> unacked_from(const std::string& queue) const;
   // Whether the broker still checks the client's heartbeats: not once it stopped reading
   // (blocked, silent) or the connection is closing.
   [[nodiscard]] bool checks_heartbeats() const { return open_ && !paused_ && !silent_ && !closing_ && !gone_; }
@@ -1063,6 +1065,14 @@ inline bool route_reply(BrokerWorld& world, std::string_view routing_key, Broker
   for (auto* b : world.brokers)
     if (b->id_ == id) return b->deliver_reply(channel, std::move(m));
   return false;
+}
+
+inline std::vector<std::string> FakeBroker::unacked_from(const std::string& queue) const {
+  std::vector<std::string> out;
+  for (const auto& [id, ch] : channels_)
+    for (const auto& [tag, u] : ch.unacked)
+      if (u.queue == queue) out.push_back(u.message.body);
+  return out;
 }
 
 class FakeDriver final : public client::Driver {

@@ -17,7 +17,8 @@ rc::Gen<Op> gen_op() {
       {1, Op::stop_worker}, {8, Op::append},     {4, Op::read},    {3, Op::tail},    {1, Op::close_tail},
       {10, Op::advance},   {2, Op::cut},         {2, Op::close_channel}, {1, Op::hold_confirms}, {2, Op::truncate},
       {3, Op::pipe_start}, {8, Op::pipe_put},    {3, Op::pipe_release}, {2, Op::pipe_drain}, {1, Op::pipe_cut},
-      {2, Op::pipe_hold},
+      {2, Op::pipe_hold},  {3, Op::member},      {2, Op::inbox},   {2, Op::backplane}, {8, Op::send},
+      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call},
   });
 }
 
@@ -26,9 +27,12 @@ rc::Gen<Cmd> gen_cmd() {
                              rc::gen::set(&Cmd::b, rc::gen::inRange(0, 8)));
 }
 
+// Half the cases with an observer recording spans on every connection, half without.
 RC_GTEST_PROP(LayerSimulation, PutsEndDoneOrDeadLetteredReadsAndTailsExactCallbacksOnce, ()) {
+  const bool spans = *rc::gen::arbitrary<bool>();
   const auto cmds = *rc::gen::scale(1.0, rc::gen::container<std::vector<Cmd>>(gen_cmd()));
-  LayerSim sim;
+  RC_TAG(spans ? "spans" : "no spans");
+  LayerSim sim(spans);
   try {
     sim.run(cmds);
   } catch (const Violation& v) {
@@ -36,8 +40,8 @@ RC_GTEST_PROP(LayerSimulation, PutsEndDoneOrDeadLetteredReadsAndTailsExactCallba
   }
 }
 
-void replay(const std::vector<Cmd>& cmds) {
-  LayerSim sim;
+void replay(const std::vector<Cmd>& cmds, bool spans = false) {
+  LayerSim sim(spans);
   try {
     sim.run(cmds);
   } catch (const Violation& v) {
@@ -87,6 +91,21 @@ TEST(LayerRegressions, an_application_acking_a_tail_entry_settles_nothing_twice)
 TEST(LayerRegressions, a_pipeline_drain_hands_back_what_the_core_held) {
   replay({{Op::pipe_start, 0, 4}, {Op::pipe_hold, 0, 1}, {Op::pipe_put, 0, 3}, {Op::pipe_put, 0, 0}, {Op::pipe_put, 0, 0},
           {Op::pipe_put, 0, 4}, {Op::pipe_drain, 0, 0}, {Op::pipe_release, 0, 0}, {Op::pipe_hold, 0, 0}, {Op::advance, 0, 5}});
+}
+
+// Issue 36: with spans recorded, a put's traceparent (in its headers) was replaced by a new
+// root: the worker was handed the message in another trace.
+TEST(LayerRegressions, a_traced_put_reaches_its_worker_in_its_trace_with_spans_on) {
+  replay({{Op::put, 0, 0}}, /*spans=*/true);
+}
+
+// Issue 36: an inbox or group member whose callback keeps a copy (as docs/messaging.md said:
+// take() a copy to keep it) held the settle in the copy, and the delivery stayed unacked.
+TEST(LayerRegressions, an_inbox_that_keeps_a_copy_leaves_the_ack_to_the_layer) {
+  replay({{Op::inbox, 0, 0}, {Op::app_mode, 0, 1}, {Op::send, 0, 1}});
+}
+TEST(LayerRegressions, a_group_member_that_keeps_copies_after_a_cut_leaves_the_ack_to_the_layer) {
+  replay({{Op::member, 0, 0}, {Op::cut, 0, 0}, {Op::send, 0, 0}, {Op::app_mode, 0, 1}});
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // the log on them, the callback ledger and the invariants (see layers.hpp).
 #include "sim/layers.hpp"
 
+#include "sim/direct_sim.hpp"
 #include "sim/ledger.hpp"
 #include "sim/pipe_sim.hpp"
+#include "sim/traces.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -46,7 +48,8 @@ const char* name(Op op) {
     return #n;
     X(put) X(foreign) X(worker) X(mode) X(settle_held) X(stop_worker) X(append) X(read) X(tail) X(close_tail)
     X(advance) X(cut) X(close_channel) X(hold_confirms) X(truncate) X(pipe_start) X(pipe_put) X(pipe_release)
-    X(pipe_drain) X(pipe_cut) X(pipe_hold)
+    X(pipe_drain) X(pipe_cut) X(pipe_hold) X(member) X(inbox) X(backplane) X(send) X(app_mode) X(settle_taken)
+    X(rpc_serve) X(rpc_call)
 #undef X
   }
   return "?";
@@ -66,6 +69,15 @@ struct LayerSim::Impl {
   Ledger ledger;
   std::vector<std::string>& violations = ledger.violations;
   bool finishing = false;
+  Traces traces;
+  // With spans on, every connection's observer wants them (and drops them): what a traced
+  // application's exporter does, as far as the client can tell.
+  struct SpansWanted : client::Observer {
+    void on_record(const client::Record&) override {}
+    [[nodiscard]] bool wants_spans() const noexcept override { return true; }
+    void on_span(const client::SpanRecord&) override {}
+  };
+  std::shared_ptr<client::Observer> observer;
   int reg(std::string what, bool owed = true) { return ledger.reg(std::move(what), owed); }
   void hit(int id) { ledger.hit(id); }
   void violation(std::string text) { ledger.violation(std::move(text)); }
@@ -114,8 +126,11 @@ struct LayerSim::Impl {
   std::deque<WorkItem> held;
   std::vector<std::shared_ptr<Tail>> tails;
   std::unique_ptr<PipeSim> pipe;
+  std::unique_ptr<DirectSim> direct;
 
-  explicit Impl(LayerSim& s) : driver(s.driver), world(s.world) {
+  Impl(LayerSim& s, bool spans)
+      : driver(s.driver), world(s.world), traces(ledger, spans),
+        observer(spans ? std::make_shared<SpansWanted>() : nullptr) {
     driver.run_world_clock(world);
     world.max_deliveries = 100000;
     for (int i = 0; i < 2; ++i) {
@@ -128,6 +143,7 @@ struct LayerSim::Impl {
       o.client.engine.close_timeout = 2000ms;
       o.backoff = client::Backoff{100ms, 2.0, 1000ms};
       o.jitter_seed = 7 + static_cast<std::uint64_t>(i);
+      o.client.observer = observer;
       auto url = client::parse_url("amqp://guest:guest@fake:" + std::to_string(ports[i]));
       auto& side = sides[i];
       side.session = client::Session::start(driver, *url, o);
@@ -135,10 +151,12 @@ struct LayerSim::Impl {
       side.jobs = *WorkQueue::create(side.layer, {.name = "jobs", .attempts = attempts, .backoff = {.base = 100ms, .max = 400ms}});
       side.log = *Log::create(side.layer, {.name = "events"});
     }
-    pipe = std::make_unique<PipeSim>(driver, world, ledger);
+    pipe = std::make_unique<PipeSim>(driver, world, ledger, traces, observer);
+    direct = std::make_unique<DirectSim>(driver, world, ledger, traces, [this](int a) { return side(a).layer; }, observer);
     driver.run();
   }
   ~Impl() {
+    direct.reset();
     pipe.reset();
     held.clear();
     tails.clear();
@@ -155,7 +173,11 @@ struct LayerSim::Impl {
     const std::string id = "p" + std::to_string(++next_put);
     ++made[id][1];
     const int cb = reg("put " + id);
-    side(a).jobs->put({.body = "job:" + id, .message_id = id, .timeout = 5000ms}, [this, cb, id](Result<void> r) {
+    const auto context = maybe_trace(a / 2);
+    traces.sent(id, context);
+    wire::FieldTable headers;
+    if (context) add_trace(headers, *context);
+    side(a).jobs->put({.body = "job:" + id, .headers = headers, .message_id = id, .timeout = 5000ms}, [this, cb, id](Result<void> r) {
       hit(cb);
       if (r) confirmed_puts.insert(id);
     });
@@ -170,6 +192,11 @@ struct LayerSim::Impl {
     m.user_id = "mallory";
     m.delivery_mode = 2;
     m.routing_key = jobs_queue;
+    // Traced or not (an untraced one's retry copies each start a trace of their own, with spans).
+    if (const auto context = maybe_trace(next_foreign)) {
+      traces.sent(id, context);
+      add_trace(m.table.emplace(), *context);
+    }
     ++made[id][1];
     foreign_puts.insert(id);
     world.enqueue(jobs_queue, std::move(m));
@@ -192,6 +219,7 @@ struct LayerSim::Impl {
   void on_item(const std::weak_ptr<Worker>& weak, WorkItem item) {
     const std::string id(item.message_id());
     const auto attempt = item.attempt();
+    traces.seen("a worker (attempt " + std::to_string(attempt) + ")", id, item.message().trace());
     if (driver.now() != deliveries_at) {
       deliveries_at = driver.now();
       deliveries_now.clear();
@@ -421,6 +449,14 @@ struct LayerSim::Impl {
       case Op::pipe_drain: pipe->drain(); break;
       case Op::pipe_cut: pipe->cut(); break;
       case Op::pipe_hold: pipe->hold(c.b % 2 == 1); break;
+      case Op::member: direct->member(c.a, 1 + c.b % 3); break;
+      case Op::inbox: direct->inbox(c.a); break;
+      case Op::backplane: direct->backplane(c.a); break;
+      case Op::send: direct->send(c.a, c.b); break;
+      case Op::app_mode: direct->mode(c.a, c.b); break;
+      case Op::settle_taken: direct->settle_taken(c.b); break;
+      case Op::rpc_serve: direct->rpc_serve(); break;
+      case Op::rpc_call: direct->rpc_call(c.a); break;
     }
     driver.run();
     check();
@@ -437,6 +473,7 @@ struct LayerSim::Impl {
     for (const auto& k : world.bounced) violation("puts: a message bounced between broker and client " + std::to_string(world.max_deliveries) + " times: " + k);
     world.bounced.clear();
     pipe->check();
+    direct->check();
     for (const auto& [id, n] : deliveries_now)
       if (n > hot_loop) violation("puts: " + id + " was redelivered " + std::to_string(n) + " times at one instant (a hot loop)");
     throw_if_broken();
@@ -460,7 +497,10 @@ struct LayerSim::Impl {
     // Every put that was confirmed, and every message another user put, ended done or in the
     // dead-letter queue.
     std::set<std::string> dead;
-    for (const auto& m : world.queues[dead_letter_queue]) dead.insert(m.message_id);
+    for (const auto& m : world.queues[dead_letter_queue]) {
+      dead.insert(m.message_id);
+      traces.seen("the dead-letter queue", m.message_id, m);
+    }
     std::set<std::string> owed = confirmed_puts;
     owed.insert(foreign_puts.begin(), foreign_puts.end());
     for (const auto& id : owed)
@@ -489,6 +529,7 @@ struct LayerSim::Impl {
       }
     }
     pipe->finish();
+    direct->finish();
     throw_if_broken();
 
     // Close everything; every callback then ran exactly once and the loop is quiet.
@@ -500,6 +541,7 @@ struct LayerSim::Impl {
       s.layer->close([this, cb](Result<void>) { hit(cb); });
     }
     pipe->close();
+    direct->close();
     driver.advance(5000ms);
     for (auto& s : sides) {
       const int cb = reg("session close");
@@ -525,7 +567,7 @@ struct LayerSim::Impl {
   }
 };
 
-LayerSim::LayerSim() : impl_(std::make_unique<Impl>(*this)) {}
+LayerSim::LayerSim(bool spans) : impl_(std::make_unique<Impl>(*this, spans)) {}
 LayerSim::~LayerSim() = default;
 
 void LayerSim::step(const Cmd& c) { impl_->step(c); }

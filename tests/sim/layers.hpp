@@ -28,6 +28,14 @@
 //                  its record's outcome (what the stage said); at the end every record is
 //                  where its outcome puts it (the destination, the dead-letter queue, or
 //                  nowhere when skipped), and, unless a fault could duplicate it, once
+//   stalls         applications that settle at random (leave it to the layer, copy(), take()
+//                  and settle later, ack, nack or reject the view: direct_sim.hpp) never make a
+//                  delivery settle twice, and at the end every live subscription's queue is
+//                  empty with nothing unacked: nothing stops at a prefetch; every confirmed
+//                  send to the group reached a member
+//   trace          every message's trace id survives every hop (a retry, a dead-letter, a
+//                  group member, an inbox, the backplane, a pipeline's output and envelope, an
+//                  RPC reply), with or without an observer recording spans (traces.hpp)
 //   exactly once   every callback handed in runs exactly once by the end
 //   quiet loop     once everything is closed: no armed timer, no open stream
 //
@@ -71,6 +79,16 @@ enum class Op : std::uint8_t {
   pipe_drain,    // drain(5 s)
   pipe_cut,      // its connection is reset
   pipe_hold,     // its broker holds confirms (b odd) or sends them
+  // the settling applications (direct_sim.hpp)
+  member,        // a member of the group "billing" on session a % 2, prefetch 1 + b % 3
+  inbox,         // session a % 2's inbox
+  backplane,     // session a % 2's backplane instance, in the room "lobby"
+  send,          // b % 3: to the group, to session a % 2's inbox, to the room; traced when a / 2 is even
+  app_mode,      // application a settles as b % 7 says: leave it to the layer, copy(), take()
+                 // and settle later, ack, nack once, reject, take() and ack at once
+  settle_taken,  // the oldest taken message: b % 3 = ack, nack, reject
+  rpc_serve,     // an RpcServer and an RpcClient on a plain connection (port 5004)
+  rpc_call,      // a call, traced when a is even
 };
 
 struct Cmd {
@@ -89,7 +107,9 @@ struct Violation : std::runtime_error {
 
 class LayerSim {
  public:
-  LayerSim();
+  // `spans`: every connection's observer records spans (a publish without a context starts
+  // a trace), as a traced application's would.
+  explicit LayerSim(bool spans = false);
   ~LayerSim();
   LayerSim(const LayerSim&) = delete;
   LayerSim& operator=(const LayerSim&) = delete;

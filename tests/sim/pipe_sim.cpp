@@ -19,8 +19,9 @@ constexpr engine::Duration drain_deadline = 5s;
 
 }  // namespace
 
-PipeSim::PipeSim(test::FakeDriver& driver, test::BrokerWorld& world, Ledger& ledger)
-    : driver_(driver), world_(world), ledger_(ledger) {
+PipeSim::PipeSim(test::FakeDriver& driver, test::BrokerWorld& world, Ledger& ledger, Traces& traces,
+                 std::shared_ptr<client::Observer> observer)
+    : driver_(driver), world_(world), ledger_(ledger), traces_(traces), observer_(std::move(observer)) {
   driver_.hosts[port] = test::FakeDriver::Host::broker;
   driver_.broker_configs[port] = test::FakeBroker::Config{.world = &world_};
   for (const auto& q : {source, output, dead_letters}) world_.queues[q];
@@ -38,6 +39,7 @@ void PipeSim::start(int concurrency, int prefetch) {
   o.engine.handshake_timeout = 3000ms;
   o.engine.request_timeout = 2000ms;
   o.engine.close_timeout = 2000ms;
+  o.observer = observer_;
   // Found by its index when it is ready (a handle captured here would keep it alive forever).
   const std::size_t index = connections_.size();
   auto c = client::Connection::connect(driver_, *url, o, [this, ready, index, concurrency, prefetch](Result<void> r) {
@@ -88,7 +90,15 @@ void PipeSim::put(int kind, bool foreign) {
   if (foreign) m.user_id = "mallory";
   // Nested 100 deep: the client's decoder stops at 64, so the record cannot be built and the
   // pipeline dead-letters the delivery outside its core.
-  if (kind == undecodable) m.headers = test::nested_headers(100);
+  if (kind == undecodable) {
+    m.headers = test::nested_headers(100);
+  } else {
+    // Traced or not (an untraced one's outputs each start a trace of their own, with spans).
+    if (const auto context = maybe_trace(next_record_)) {
+      traces_.sent(m.body, context);
+      add_trace(m.table.emplace(), *context);
+    }
+  }
   kind_of_[m.body] = kind;
   world_.enqueue(source, std::move(m));
   world_.dispatch();
@@ -191,8 +201,14 @@ void PipeSim::finish() {
   check();
   // Every record is where its outcome puts it.
   std::map<std::string, int> in_output, in_dead, in_source;
-  for (const auto& m : world_.queues[output]) ++in_output[m.body];
-  for (const auto& m : world_.queues[dead_letters]) ++in_dead[m.body];
+  for (const auto& m : world_.queues[output]) {
+    ++in_output[m.body];
+    traces_.seen("the pipeline's output", m.body, m);
+  }
+  for (const auto& m : world_.queues[dead_letters]) {
+    ++in_dead[m.body];
+    traces_.seen("the pipeline's dead-letter queue", m.body, m);
+  }
   for (const auto& m : world_.queues[source]) ++in_source[m.body];
   for (const auto& [body, kind] : kind_of_) {
     if (in_source[body]) {

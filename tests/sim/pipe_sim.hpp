@@ -13,6 +13,7 @@
 
 #include "client/fake_driver.hpp"
 #include "sim/ledger.hpp"
+#include "sim/traces.hpp"
 #include "warren/pipeline/queue_pipeline.hpp"
 
 namespace warren::layersim {
@@ -20,7 +21,8 @@ namespace warren::layersim {
 class PipeSim {
  public:
   static constexpr std::uint16_t port = 5003;
-  PipeSim(test::FakeDriver& driver, test::BrokerWorld& world, Ledger& ledger);
+  PipeSim(test::FakeDriver& driver, test::BrokerWorld& world, Ledger& ledger, Traces& traces,
+          std::shared_ptr<client::Observer> observer);
   ~PipeSim();
 
   void start(int concurrency, int prefetch);
@@ -43,6 +45,8 @@ class PipeSim {
   test::FakeDriver& driver_;
   test::BrokerWorld& world_;
   Ledger& ledger_;
+  Traces& traces_;
+  std::shared_ptr<client::Observer> observer_;
   std::vector<std::shared_ptr<client::Connection>> connections_;
   std::shared_ptr<pipeline::QueuePipeline> pipe_;
   bool running_ = false;  // started, and not stopped yet
