@@ -328,7 +328,7 @@ lane_asan() {
   if [[ -f build-asan/build.ninja ]] &&
       timed "build: asan" ninja -j2 -C build-asan tests/unit-tests tests/property-tests tests/engine-tests \
         tests/client-tests tests/client-thread-tests tests/tls-tests tests/cli-values-tests tests/messaging-tests tests/sim-tests \
-        tests/sim-regressions tests/layer-sim-tests; then
+        tests/sim-regressions tests/layer-sim-tests tests/kept-path-tests; then
     # The engine suite (its every-split scripts: ~30 s under ASan) beside the rest: this lane
     # ends the run, and one program at a time would leave a core idle.
     step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1 &
@@ -343,6 +343,9 @@ lane_asan() {
     step "asan: simulation" env RC_PARAMS="max_success=200 max_size=300" build-asan/tests/sim-tests --gtest_brief=1
     step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_brief=1
     step "asan: layer simulation" env RC_PARAMS="max_success=200 max_size=200" build-asan/tests/layer-sim-tests --gtest_brief=1
+    # Every deferred token launched after its storage is gone, against broker lane B's node (a
+    # few seconds): a view that escaped is a heap-use-after-free here.
+    (use_node "$broker_b" && step "asan: kept paths (deferred tokens, broker B)" build-asan/tests/kept-path-tests --gtest_brief=1)
     wait "$engine_suite"
   else
     echo "fail build: asan" >>"$ledger"
