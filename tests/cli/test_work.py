@@ -172,6 +172,21 @@ class Work(unittest.TestCase):
             self.assertEqual(run.wait(timeout=60), 1)
         self.assertLess(time.monotonic() - started, 10, "the timeout waited for a setsid child's pipes")
 
+    def test_a_child_left_behind_that_keeps_writing_does_not_hold_the_item(self):
+        # The shell exits 0 while its child still writes to the standard error they share, as
+        # fast as it can: what was buffered when the shell exited is read, then no more, so the
+        # item is done at once (before, the drain read on for as long as the child wrote).
+        q = "writer"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        marker = "writer-" + uuid.uuid4().hex[:8]
+        self.addCleanup(lambda: subprocess.run(["pkill", "-f", f"^yes {marker}$"]))
+        started = time.monotonic()
+        r = warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec",
+                   f"cat >/dev/null; (yes {marker} >&2) & sleep 0.2; exit 0", "--count", "1", "--timeout", "10")
+        self.assertEqual(r.returncode, 0, r.stderr[-300:].decode(errors="replace"))
+        self.assertEqual(self.lines(r.stdout.decode()), [("done", "attempt=1")])
+        self.assertLess(time.monotonic() - started, 5, "the item waited for the child's output to end")
+
     def test_a_message_from_another_user_is_retried_and_dead_lettered_without_its_user_id(self):
         # F2: a message another user published with its own user_id. Its retry and dead-letter
         # copies are published by the worker's connection, which RabbitMQ lets carry only its
