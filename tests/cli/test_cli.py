@@ -166,16 +166,21 @@ class Cli(unittest.TestCase):
                 r = warren("publish", "--routing-key", key, "--confirm", "--mandatory", "--body", "x", "--driver", driver,
                            "--log-level", "info", "--log-format", "json")
                 self.assertEqual(r.returncode, 1)
-                lines = r.stderr.decode().splitlines()
-                # The contract's line is still there, as it was; the records are the other lines.
-                self.assertIn("warren: message 1: returned 312 NO_ROUTE", lines)
-                records = [json.loads(line) for line in lines if line != "warren: message 1: returned 312 NO_ROUTE"]
+                # Every line is a record, the contract's line too: in the same shape, its text
+                # (without "warren: ") as the cause, printed when the failure is seen.
+                records = [json.loads(line) for line in r.stderr.decode().splitlines()]
                 for rec in records:
                     self.assertEqual(list(rec.keys()), keys)
                     datetime.datetime.strptime(rec["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
-                    self.assertEqual(rec["connection"], f"127.0.0.1:{PORT}")
                 self.assertEqual([rec["event"] for rec in records],
-                                 ["connection.connecting", "connection.connected", "publish.returned", "connection.closed"])
+                                 ["connection.connecting", "connection.connected", "publish.returned", "command.failed",
+                                  "connection.closed"])
+                final = records.pop(3)
+                for rec in records:
+                    self.assertEqual(rec["connection"], f"127.0.0.1:{PORT}")
+                self.assertEqual((final["level"], final["connection"], final["channel"], final["subject"], final["cause"],
+                                  final["reply_code"]),
+                                 ("error", "", 0, "message 1", "message 1: returned 312 NO_ROUTE", 312))
                 returned = records[2]
                 self.assertEqual((returned["level"], returned["channel"], returned["subject"], returned["reply_code"]),
                                  ("warning", 1, key, 312))
@@ -198,6 +203,27 @@ class Cli(unittest.TestCase):
         self.assertEqual(len(r.stderr.decode().splitlines()), 1, r.stderr.decode())
         r = warren("publish", "--routing-key", "q", "--body", "x", "--log-level", "loud")
         self.assertEqual(r.returncode, 2)
+
+    def test_the_final_line_follows_the_log_format_with_records_off_too(self):
+        # A JSON log pipeline reads the one line that says why the command failed: under json it
+        # is a record even when no other is asked for; as text it is the contract's line.
+        bad = f"amqp://guest:not-the-password@127.0.0.1:{PORT}"
+        text = warren("publish", "--routing-key", "q", "--body", "x", url=bad)
+        self.assertEqual(text.returncode, 1)
+        self.assertRegex(text.stderr.decode(), r"^warren: access refused \(403\): ACCESS_REFUSED [^\n]*\n$")
+        as_json = warren("publish", "--routing-key", "q", "--body", "x", "--log-format", "json", url=bad)
+        self.assertEqual(as_json.returncode, 1)
+        lines = as_json.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        final = json.loads(lines[0])
+        self.assertEqual((final["event"], final["level"], final["subject"], final["reply_code"]), ("command.failed", "error", "", 403))
+        self.assertEqual("warren: " + final["cause"] + "\n", text.stderr.decode())
+        self.assertNotIn("not-the-password", lines[0])
+        # A usage error found before anything is dialled is a record too (exit 2).
+        usage = warren("publish", "--body", "x", "--size", "3", "--log-format", "json")
+        self.assertEqual(usage.returncode, 2)
+        final = json.loads(usage.stderr.decode())
+        self.assertEqual((final["event"], final["cause"]), ("command.failed", "invalid argument: give one of --body, --body-file and --size"))
 
     def test_confirm_reports_a_nack(self):
         q = self.declare(None, "--arg", "x-max-length=1", "--arg", "x-overflow=reject-publish")

@@ -37,11 +37,8 @@ std::string seconds_text(double seconds) {
   return text;
 }
 
-void report(std::string_view what, std::string_view why) {
-  if (what.empty()) std::fprintf(stderr, "warren: %.*s\n", static_cast<int>(why.size()), why.data());
-  else
-    std::fprintf(stderr, "warren: %.*s: %.*s\n", static_cast<int>(what.size()), what.data(),
-                 static_cast<int>(why.size()), why.data());
+void Job::report(std::string_view what, std::string_view why, std::uint16_t reply_code) const {
+  print_final_line(common_.log_format, {.event = "command.failed", .what = what, .why = why, .reply_code = reply_code});
 }
 
 int Job::run() {
@@ -150,14 +147,16 @@ void Job::fail(std::string_view what, const Error& error, int code) {
   // When the connection itself ended, every step in flight fails with its cause: that is the
   // connection's failure, reported as such, not the step's.
   if (conn_ && !conn_->is_open()) what = {};
-  fail_text(what, describe(error), code);
+  fail_with(what, describe(error), code, error.reply_code);
 }
 
-void Job::fail_text(std::string_view what, std::string_view why, int code) {
+void Job::fail_text(std::string_view what, std::string_view why, int code) { fail_with(what, why, code, 0); }
+
+void Job::fail_with(std::string_view what, std::string_view why, int code, std::uint16_t reply_code) {
   // Once the work is done, what our own close ends (consumers, the connection) is no failure.
   if (finished_ && exit_code_ == 0) return;
   if (exit_code_ == 0) {  // the first failure is the one worth reading
-    report(what, why);
+    report(what, why, reply_code);
     failure_text_ = what.empty() ? std::string(why) : std::string(what) + ": " + std::string(why);
     exit_code_ = code;
   }

@@ -45,8 +45,6 @@ inline constexpr int exit_usage = 2;
 // error's detail goes on to name the exchange and routing key, which the command line
 // already said; the broker's own text is what comes before them.
 [[nodiscard]] std::string returned_line(const Error& error);
-// Prints "warren: <what>: <why>" (or "warren: <why>" when `what` is empty).
-void report(std::string_view what, std::string_view why);
 
 class Job {
  public:
@@ -71,6 +69,13 @@ class Job {
 
   void fail(std::string_view what, const Error& error, int code = exit_failed);
   void fail_text(std::string_view what, std::string_view why, int code = exit_failed);
+  // Our own words for `cause` (a returned publish's line), its reply code kept for the record.
+  void fail_text(std::string_view what, std::string_view why, const Error& cause) {
+    fail_with(what, why, exit_failed, cause.reply_code);
+  }
+  // Prints "warren: <what>: <why>" (or "warren: <why>" when `what` is empty), or its record
+  // under --log-format json (record_log.hpp).
+  void report(std::string_view what, std::string_view why, std::uint16_t reply_code = 0) const;
   void finish();  // success: close cleanly, then exit with exit_code_
   [[nodiscard]] bool failed() const noexcept { return exit_code_ != 0; }
   // The failure reported on stderr, without its "warren: " ("" while none was).
@@ -97,6 +102,7 @@ class Job {
   void connect_from(std::size_t index, std::shared_ptr<const client::ClientOptions> options,
                     std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done);
   void close_all();
+  void fail_with(std::string_view what, std::string_view why, int code, std::uint16_t reply_code);
 
   Common common_;
   std::shared_ptr<client::Observer> records_;  // --log-level: every connection's records

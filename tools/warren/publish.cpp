@@ -138,7 +138,7 @@ class PublishJob final : public Job {
         why = "nacked by the broker";
       else  // its fate is unknown: it ran out of time, or its channel or connection ended
         why = std::string(cause.code == make_error_code(errc::timeout) ? "timed_out" : "failed") + ": " + describe(cause);
-      return fail_text("message " + std::to_string(number), why);
+      return fail_text("message " + std::to_string(number), why, cause);
     }
     publish_more();
   }

@@ -67,7 +67,7 @@ class CallJob final : public Job {
                      if (e.code == make_error_code(errc::timeout))
                        return fail_text("rpc call " + args_->queue,
                                         "timed out: no reply within " + seconds_text(args_->timeout_s) + " s");
-                     if (e.reply_code == 312) return fail_text("rpc call " + args_->queue, returned_line(e));
+                     if (e.reply_code == 312) return fail_text("rpc call " + args_->queue, returned_line(e), e);
                      return fail("rpc call " + args_->queue, e);
                    }
                    std::cout << reply->body_text() << std::endl;
