@@ -204,16 +204,18 @@ class RunJob final : public WorkJob {
                     });
   }
 
-  // SIGTERM or SIGINT: stop consuming (the consumer's channel closes, so the broker takes
-  // back every unsettled message at once), send SIGTERM to the running commands' process
-  // groups, SIGKILL whatever is left after the grace, settle nothing more, exit 0 once every
-  // command has ended. A second signal kills the commands at once.
+  // SIGTERM or SIGINT: nothing new is started, and each running command's process group gets
+  // SIGTERM (SIGKILL after the grace, or at once on a second signal). The subscription and its
+  // channel stay open meanwhile: closing them would hand the running commands' messages to
+  // another worker while they still run. Each running message is settled by its command's end
+  // (exit 0: done, as ever; anything else: left unsettled, no attempt counted, since the stop
+  // may be why it failed), and once none runs the run ends with exit 0 and the broker takes
+  // back whatever is unsettled, a message delivered after the stop included.
   void on_stop_signal(int) override {
     if (stopping_) return shell::kill_running();
     if (done_ || failed()) return;
     stopping_ = true;
     if (deadline_) deadline_->cancel();
-    worker_.reset();
     shell::terminate_running();
     if (in_flight_ == 0) return finish();
     grace_ = driver().timer([] { shell::kill_running(); });
@@ -263,7 +265,11 @@ class RunJob final : public WorkJob {
 
   void finished(const std::shared_ptr<messaging::WorkItem>& item, const shell::Outcome& r) {
     --in_flight_;
-    if (stopping_) {  // handed back unsettled, whatever it did
+    if (stopping_) {  // only a success settles; anything else goes back as it came
+      if (r.failure.empty() && r.exit_status == 0 && !done_ && !failed()) {
+        if (auto ok = item->done(); !ok) unsettled("ack", *item, ok.error());
+        else print("done", *item);
+      }
       if (in_flight_ == 0) {
         if (grace_) grace_->cancel();
         finish();
