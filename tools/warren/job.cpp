@@ -170,11 +170,20 @@ void Job::connect_from(std::size_t index, std::shared_ptr<const client::ClientOp
         return connect_from(index + 1, options, done);
       return (*done)(*e);
     }
+    url_index_[c.get()] = index;
     track(c);
     (*done)(std::move(c));
   });
   dialing_.push_back(*holder);
   if (closing_) (*holder)->close(nullptr);  // stopped or failed while it was asked for
+}
+
+std::string Job::login_user(const client::Connection& c) const {
+  const auto it = url_index_.find(&c);
+  if (it == url_index_.end()) return {};
+  const client::ConnectionUrl& url = urls_[it->second];
+  if (url.auth_mechanism == engine::Mechanism::external) return {};
+  return url.user;
 }
 
 void Job::ensure_queue(const std::string& queue, client::Callback<std::uint32_t> messages) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -115,6 +116,9 @@ class Job {
   // The same with options of its own (e.g. a consumer's read batching), not options()'s.
   void connect_another(client::ClientOptions options, client::Callback<std::shared_ptr<client::Connection>> done);
   void track(std::shared_ptr<client::Connection> c);  // closed with the job
+  // The user `c` logged in as: the user of the URL it was dialled from, or "" when that URL
+  // asked for EXTERNAL (the certificate names the user, and warren does not read it).
+  [[nodiscard]] std::string login_user(const client::Connection& c) const;
   // The queue as it is, or declared non-durable when it is missing; `done` gets its message
   // count. The passive check runs on a channel of its own, since a 404 closes it.
   void ensure_queue(const std::string& queue, client::Callback<std::uint32_t> messages);
@@ -138,6 +142,7 @@ class Job {
   std::vector<client::ConnectionUrl> urls_;
   std::unique_ptr<Runtime> runtime_;
   std::vector<std::shared_ptr<client::Connection>> connections_;
+  std::map<const client::Connection*, std::size_t> url_index_;  // which of urls_ each was dialled from
   // Connections still dialling or in their handshake: a stop closes them too (a broker that
   // never answers must not hold the stop until the connect timeout).
   std::vector<std::weak_ptr<client::Connection>> dialing_;

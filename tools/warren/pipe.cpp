@@ -195,6 +195,7 @@ class PipeJob final : public Job {
       o.dead_letter = pipeline::DeadLetterOptions{.exchange = *args_->dead_letter_exchange,
                                                   .routing_key = args_->dead_letter_routing_key};
     o.native_dead_letter = args_->native_dlx;
+    o.login_user = login_user(*conn_);  // a user_id that is ours travels on
     // --on-error requeue: a record that always fails comes back once a second, not in a hot loop.
     o.requeue_delay = std::chrono::seconds(1);
     o.metrics = metrics();
