@@ -156,6 +156,65 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertEqual(r.stderr.decode(), "warren: message 1: returned 312 NO_ROUTE\n")
 
+    # ---- trace context from the environment (TRACEPARENT, TRACESTATE)
+
+    def test_a_sender_continues_the_trace_in_its_own_environment(self):
+        # OpenTelemetry's environment carrier: a traced script that calls warren continues its
+        # trace in what warren sends (publish, rpc call, work put, log append).
+        trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+        env = {**os.environ, "TRACEPARENT": f"00-{trace}-00f067aa0ba902b7-01", "TRACESTATE": "congo=t61rcWkgMzE"}
+
+        def run(*args, stdin=None, environment=env):
+            return subprocess.run([WARREN, *args, "--url", URL], input=stdin, capture_output=True, env=environment,
+                                  timeout=60)
+
+        def context(headers):
+            headers = headers or {}
+            text = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+            return text(headers.get("traceparent")), text(headers.get("tracestate"))
+
+        connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORT)))
+        self.addCleanup(connection.close)
+        ch = connection.channel()
+        expected = (env["TRACEPARENT"], "congo=t61rcWkgMzE")  # no span recorded in between: the caller's span is the parent
+
+        with self.subTest(command="publish"):
+            q = self.declare()
+            self.ok(run("publish", "--routing-key", q, "--confirm", "--body", "x"))
+            self.assertEqual(context(ch.basic_get(q, auto_ack=True)[1].headers), expected)
+            # An explicit --header wins over the environment; an invalid TRACEPARENT is ignored.
+            mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            self.ok(run("publish", "--routing-key", q, "--confirm", "--body", "x", "--header", f"traceparent={mine}"))
+            self.assertEqual(context(ch.basic_get(q, auto_ack=True)[1].headers), (mine, None))
+            self.ok(run("publish", "--routing-key", q, "--confirm", "--body", "x",
+                        environment={**env, "TRACEPARENT": "00-not-a-trace-01"}))
+            self.assertEqual(context(ch.basic_get(q, auto_ack=True)[1].headers), (None, None))
+
+        with self.subTest(command="rpc call"):
+            q = self.declare()
+            call = subprocess.Popen([WARREN, "rpc", "call", "--queue", q, "--body", "ping", "--timeout", "20", "--url", URL],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            self.addCleanup(lambda: call.poll() is None and call.kill())
+            deadline = time.monotonic() + 20
+            while (request := ch.basic_get(q, auto_ack=True))[0] is None:
+                self.assertLess(time.monotonic(), deadline, "no request came")
+                time.sleep(0.02)
+            self.assertEqual(context(request[1].headers), expected)
+            ch.basic_publish("", request[1].reply_to, b"PONG", pika.BasicProperties(correlation_id=request[1].correlation_id))
+            out, err = call.communicate(timeout=20)
+            self.assertEqual((call.returncode, out), (0, b"PONG\n"), err)
+
+        prefix = unique("cli-trace")
+        self.addCleanup(lambda: [ch.queue_delete(name) for name in subprocess.run(
+            [CTL, "-q", "list_queues", "name"], capture_output=True, text=True).stdout.split() if name.startswith(prefix)])
+        with self.subTest(command="work put"):
+            self.ok(run("work", "put", "--queue", "w", "--prefix", prefix, "--body", "x"))
+            self.assertEqual(context(ch.basic_get(f"{prefix}.w", auto_ack=True)[1].headers), expected)
+        with self.subTest(command="log append"):
+            self.ok(run("log", "append", "--log", "l", "--prefix", prefix, stdin=b"x\n"))
+            entry = json.loads(self.ok(run("log", "read", "--log", "l", "--prefix", prefix, "--json")))
+            self.assertEqual(context(entry["headers"]), expected)
+
     # ---- event records (--log-level, --log-format)
 
     def test_event_records_are_one_json_object_a_line_with_fixed_keys_and_no_secret(self):

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "message_json.hpp"
 #include "stdin_lines.hpp"
+#include "trace_environment.hpp"
 #include "warren/messaging/log.hpp"
 
 namespace warren::cli {
@@ -70,6 +71,7 @@ class AppendJob final : public LogJob {
  private:
   void start() override {
     if (auto ok = make_log(); !ok) return fail("", ok.error(), exit_usage);
+    trace_ = trace_from_environment().value_or(client::TraceContext{});  // a traced script's, continued
     lines_.emplace(driver(), [this] { next(); });
     next();
   }
@@ -83,7 +85,7 @@ class AppendJob final : public LogJob {
       case StdinLines::Take::line: break;
     }
     appending_ = true;
-    log_->append(line_, [this](Result<std::uint64_t> offset) {
+    log_->append({.body = line_, .trace = trace_}, [this](Result<std::uint64_t> offset) {
       appending_ = false;
       if (offset) {
         ++appended_;
@@ -110,6 +112,7 @@ class AppendJob final : public LogJob {
 
   std::optional<StdinLines> lines_;
   std::string line_;
+  client::TraceContext trace_;
   bool appending_ = false;
   std::uint64_t appended_ = 0;  // offsets printed
 };

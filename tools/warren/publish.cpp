@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "stdin_lines.hpp"
+#include "trace_environment.hpp"
 #include "values.hpp"
 
 namespace warren::cli {
@@ -108,6 +109,8 @@ class PublishJob final : public Job {
     }
     publish_ = {.exchange = args_->exchange, .routing_key = args_->routing_key, .mandatory = args_->mandatory,
                 .properties = properties_.properties()};
+    // A traced script's context continues in what it sends.
+    if (const auto trace = trace_from_environment(headers_)) publish_.trace = *trace;
     conn_->on_writable = [this] { publish_more(); };
     if (!args_->confirm) return publish_more();
     channel_.confirm_select([this](Result<void> r) {

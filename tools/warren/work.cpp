@@ -89,6 +89,7 @@ class PutJob final : public WorkJob {
     for (const auto& h : args_->headers)
       if (auto r = add_typed_entry(headers_, h, Untyped::string); !r.ok())
         return make_error(errc::invalid_argument, "--header " + r.error().detail);
+    trace_ = trace_from_environment(headers_).value_or(client::TraceContext{});  // a traced script's, continued
     return {};
   }
 
@@ -128,7 +129,7 @@ class PutJob final : public WorkJob {
       auto body = next_body();
       if (!body) break;
       const std::uint64_t number = ++sent_;
-      queue_->put({.body = *body, .headers = headers_}, [this, number](Result<void> r) { put_done(number, r); });
+      queue_->put({.body = *body, .headers = headers_, .trace = trace_}, [this, number](Result<void> r) { put_done(number, r); });
     }
     if (input_done_ && settled_ == sent_ && !failed() && !stopping()) finish();
   }
@@ -158,6 +159,7 @@ class PutJob final : public WorkJob {
   }
 
   wire::FieldTable headers_;
+  client::TraceContext trace_;
   std::optional<StdinLines> lines_;
   std::uint64_t sent_ = 0, settled_ = 0, ok_ = 0;
   bool input_done_ = false;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "held_trace.hpp"
 #include "names.hpp"
 #include "warren/client/owned_publish.hpp"
 #include "warren/client/session.hpp"
@@ -255,8 +256,10 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
     auto copy = std::make_shared<PutOptions>(options);
     auto body = std::make_shared<std::string>(options.body);
     copy->body = *body;
+    auto trace = detail::hold(options.trace);
+    copy->trace = trace->context;
     std::weak_ptr<WorkQueue> weak = weak_from_this();
-    return declare([weak, copy, body, done](Result<void> r) {
+    return declare([weak, copy, body, trace, done](Result<void> r) {
       auto self = weak.lock();
       if (!r || !self) return done(r ? Result<void>(make_error(errc::invalid_argument, "the work queue is gone")) : r);
       self->put(*copy, done);
@@ -267,8 +270,9 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
   auto id = std::make_shared<std::string>(options.message_id.empty() ? layer_->make_uuid() : options.message_id);
   auto body = std::make_shared<std::string>(options.body);
   auto timeout = options.timeout;
+  auto trace = detail::hold(options.trace);
   std::weak_ptr<WorkQueue> weak = weak_from_this();
-  layer_->control_channel([weak, headers, id, body, timeout, done](Result<client::Channel> ch) {
+  layer_->control_channel([weak, headers, id, body, timeout, trace, done](Result<client::Channel> ch) {
     auto self = weak.lock();
     if (!self) return done(make_error(errc::invalid_argument, "the work queue is gone"));
     if (!ch) return done(ch.error());
@@ -277,7 +281,8 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
                  .routing_key = self->queue_,
                  .mandatory = true,
                  .properties = {.headers = wire::TableRef(*headers), .delivery_mode = client::persistent, .message_id = *id},
-                 .timeout = timeout},
+                 .timeout = timeout,
+                 .trace = trace->context},
                 client::as_bytes(*body), [done](Result<engine::PublishOutcome> r) {
                   if (!r) return done(r.error());
                   done(Result<void>());
