@@ -6,6 +6,7 @@ seconds with the status and the one stderr line the manual fixes, and leave no p
 own behind (found by a marker in the environment every child inherits)."""
 import fcntl
 import glob
+import json
 import os
 import shutil
 import signal
@@ -116,7 +117,8 @@ class Stop(unittest.TestCase):
     def stop_at(self, args, ready, sig, status, lines, stdin_bytes=None, out_lines=None):
         """Starts `warren ARGS`, waits until ready(process, stdout path) holds, sends `sig`, and
         checks the stop: within STOP_WITHIN_S, `status` (a negative number: death by that
-        signal), stderr's lines ending with `lines`, and nothing of it left running."""
+        signal), stderr's lines exactly `lines` (beside the metrics address and perf's progress;
+        None: the caller reads stderr), and nothing of it left running."""
         mark = "warren-stop-" + uuid.uuid4().hex
         files = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, files)
@@ -151,8 +153,9 @@ class Stop(unittest.TestCase):
         self.assertLess(took, STOP_WITHIN_S, f"{args[:2]} took {took:.1f} s to stop: {err!r}")
         self.assertEqual(p.returncode, status, err)
         # Beside what a stop prints: where the metrics are, and perf's progress each second.
-        got = [line for line in err.splitlines() if not line.startswith(("warren: metrics at ", "time: "))]
-        self.assertEqual(got, lines, err)
+        if lines is not None:  # None: the caller reads stderr itself
+            got = [line for line in err.splitlines() if not line.startswith(("warren: metrics at ", "time: "))]
+            self.assertEqual(got, lines, err)
         if out_lines is not None:
             self.assertEqual(read(out_path).splitlines(), out_lines)
         for _ in range(50):  # a command warren ended may take a moment to be reaped by init
@@ -197,6 +200,16 @@ class Stop(unittest.TestCase):
                                        lambda p, out: listener.reached.is_set(), sig,
                                        0 if worker else -sig, [] if worker else self.stopped(sig, reads_stdin))
                     self.assertRegex(err.splitlines()[0], r"^warren: metrics at http://127\.0\.0\.1:\d+/metrics$", err)
+
+    def test_under_json_the_stop_line_is_a_record(self):
+        listener = Listener()
+        self.addCleanup(listener.broker.close)
+        err = self.stop_at(["work", "put", "--queue", "w", "--prefix", self.prefix, "--log-format", "json",
+                            "--url", listener.url], lambda p, out: listener.reached.is_set(), signal.SIGTERM,
+                           -signal.SIGTERM, None)
+        record = json.loads(err)  # one record, nothing else
+        self.assertEqual((record["event"], record["level"], record["cause"]),
+                         ("command.stopped", "warning", "stopped by SIGTERM: 0 line(s) read, 0 not confirmed"))
 
     def test_while_waiting_on_standard_input_after_its_lines_were_confirmed(self):
         for sig, driver in SIGNALS:
