@@ -156,6 +156,65 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertEqual(r.stderr.decode(), "warren: message 1: returned 312 NO_ROUTE\n")
 
+    # ---- trace context from the environment (TRACEPARENT, TRACESTATE)
+
+    def test_a_sender_continues_the_trace_in_its_own_environment(self):
+        # OpenTelemetry's environment carrier: a traced script that calls warren continues its
+        # trace in what warren sends (publish, rpc call, work put, log append).
+        trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+        env = {**os.environ, "TRACEPARENT": f"00-{trace}-00f067aa0ba902b7-01", "TRACESTATE": "congo=t61rcWkgMzE"}
+
+        def run(*args, stdin=None, environment=env):
+            return subprocess.run([WARREN, *args, "--url", URL], input=stdin, capture_output=True, env=environment,
+                                  timeout=60)
+
+        def context(headers):
+            headers = headers or {}
+            text = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+            return text(headers.get("traceparent")), text(headers.get("tracestate"))
+
+        connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORT)))
+        self.addCleanup(connection.close)
+        ch = connection.channel()
+        expected = (env["TRACEPARENT"], "congo=t61rcWkgMzE")  # no span recorded in between: the caller's span is the parent
+
+        with self.subTest(command="publish"):
+            q = self.declare()
+            self.ok(run("publish", "--routing-key", q, "--confirm", "--body", "x"))
+            self.assertEqual(context(ch.basic_get(q, auto_ack=True)[1].headers), expected)
+            # An explicit --header wins over the environment; an invalid TRACEPARENT is ignored.
+            mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            self.ok(run("publish", "--routing-key", q, "--confirm", "--body", "x", "--header", f"traceparent={mine}"))
+            self.assertEqual(context(ch.basic_get(q, auto_ack=True)[1].headers), (mine, None))
+            self.ok(run("publish", "--routing-key", q, "--confirm", "--body", "x",
+                        environment={**env, "TRACEPARENT": "00-not-a-trace-01"}))
+            self.assertEqual(context(ch.basic_get(q, auto_ack=True)[1].headers), (None, None))
+
+        with self.subTest(command="rpc call"):
+            q = self.declare()
+            call = subprocess.Popen([WARREN, "rpc", "call", "--queue", q, "--body", "ping", "--timeout", "20", "--url", URL],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            self.addCleanup(lambda: call.poll() is None and call.kill())
+            deadline = time.monotonic() + 20
+            while (request := ch.basic_get(q, auto_ack=True))[0] is None:
+                self.assertLess(time.monotonic(), deadline, "no request came")
+                time.sleep(0.02)
+            self.assertEqual(context(request[1].headers), expected)
+            ch.basic_publish("", request[1].reply_to, b"PONG", pika.BasicProperties(correlation_id=request[1].correlation_id))
+            out, err = call.communicate(timeout=20)
+            self.assertEqual((call.returncode, out), (0, b"PONG\n"), err)
+
+        prefix = unique("cli-trace")
+        self.addCleanup(lambda: [ch.queue_delete(name) for name in subprocess.run(
+            [CTL, "-q", "list_queues", "name"], capture_output=True, text=True).stdout.split() if name.startswith(prefix)])
+        with self.subTest(command="work put"):
+            self.ok(run("work", "put", "--queue", "w", "--prefix", prefix, "--body", "x"))
+            self.assertEqual(context(ch.basic_get(f"{prefix}.w", auto_ack=True)[1].headers), expected)
+        with self.subTest(command="log append"):
+            self.ok(run("log", "append", "--log", "l", "--prefix", prefix, stdin=b"x\n"))
+            entry = json.loads(self.ok(run("log", "read", "--log", "l", "--prefix", prefix, "--json")))
+            self.assertEqual(context(entry["headers"]), expected)
+
     # ---- event records (--log-level, --log-format)
 
     def test_event_records_are_one_json_object_a_line_with_fixed_keys_and_no_secret(self):
@@ -166,16 +225,21 @@ class Cli(unittest.TestCase):
                 r = warren("publish", "--routing-key", key, "--confirm", "--mandatory", "--body", "x", "--driver", driver,
                            "--log-level", "info", "--log-format", "json")
                 self.assertEqual(r.returncode, 1)
-                lines = r.stderr.decode().splitlines()
-                # The contract's line is still there, as it was; the records are the other lines.
-                self.assertIn("warren: message 1: returned 312 NO_ROUTE", lines)
-                records = [json.loads(line) for line in lines if line != "warren: message 1: returned 312 NO_ROUTE"]
+                # Every line is a record, the contract's line too: in the same shape, its text
+                # (without "warren: ") as the cause, printed when the failure is seen.
+                records = [json.loads(line) for line in r.stderr.decode().splitlines()]
                 for rec in records:
                     self.assertEqual(list(rec.keys()), keys)
                     datetime.datetime.strptime(rec["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
-                    self.assertEqual(rec["connection"], f"127.0.0.1:{PORT}")
                 self.assertEqual([rec["event"] for rec in records],
-                                 ["connection.connecting", "connection.connected", "publish.returned", "connection.closed"])
+                                 ["connection.connecting", "connection.connected", "publish.returned", "command.failed",
+                                  "connection.closed"])
+                final = records.pop(3)
+                for rec in records:
+                    self.assertEqual(rec["connection"], f"127.0.0.1:{PORT}")
+                self.assertEqual((final["level"], final["connection"], final["channel"], final["subject"], final["cause"],
+                                  final["reply_code"]),
+                                 ("error", "", 0, "message 1", "message 1: returned 312 NO_ROUTE", 312))
                 returned = records[2]
                 self.assertEqual((returned["level"], returned["channel"], returned["subject"], returned["reply_code"]),
                                  ("warning", 1, key, 312))
@@ -198,6 +262,27 @@ class Cli(unittest.TestCase):
         self.assertEqual(len(r.stderr.decode().splitlines()), 1, r.stderr.decode())
         r = warren("publish", "--routing-key", "q", "--body", "x", "--log-level", "loud")
         self.assertEqual(r.returncode, 2)
+
+    def test_the_final_line_follows_the_log_format_with_records_off_too(self):
+        # A JSON log pipeline reads the one line that says why the command failed: under json it
+        # is a record even when no other is asked for; as text it is the contract's line.
+        bad = f"amqp://guest:not-the-password@127.0.0.1:{PORT}"
+        text = warren("publish", "--routing-key", "q", "--body", "x", url=bad)
+        self.assertEqual(text.returncode, 1)
+        self.assertRegex(text.stderr.decode(), r"^warren: access refused \(403\): ACCESS_REFUSED [^\n]*\n$")
+        as_json = warren("publish", "--routing-key", "q", "--body", "x", "--log-format", "json", url=bad)
+        self.assertEqual(as_json.returncode, 1)
+        lines = as_json.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        final = json.loads(lines[0])
+        self.assertEqual((final["event"], final["level"], final["subject"], final["reply_code"]), ("command.failed", "error", "", 403))
+        self.assertEqual("warren: " + final["cause"] + "\n", text.stderr.decode())
+        self.assertNotIn("not-the-password", lines[0])
+        # A usage error found before anything is dialled is a record too (exit 2).
+        usage = warren("publish", "--body", "x", "--size", "3", "--log-format", "json")
+        self.assertEqual(usage.returncode, 2)
+        final = json.loads(usage.stderr.decode())
+        self.assertEqual((final["event"], final["cause"]), ("command.failed", "invalid argument: give one of --body, --body-file and --size"))
 
     def test_confirm_reports_a_nack(self):
         q = self.declare(None, "--arg", "x-max-length=1", "--arg", "x-overflow=reject-publish")

@@ -211,30 +211,35 @@ class Pipe(unittest.TestCase):
         self.assertEqual(h["x-pipeline-name"], "warren pipe")
         self.assertIn("x-pipeline-failed-at", h)
 
-    def test_a_message_from_another_user_is_passed_on_and_dead_lettered_without_its_user_id(self):
+    def test_a_user_id_is_kept_when_it_is_the_pipes_own_and_moved_to_a_header_when_not(self):
         # F2: RabbitMQ refuses (406, closing the channel) a publish whose user_id is not the
         # connection's user. A message another user published with its own user_id must reach
-        # the destination and the dead-letter target: without user_id, the envelope naming it.
+        # the destination and the dead-letter target: without user_id, a header naming it. One
+        # the pipe's own user (guest, its URL's) published keeps it: the broker accepts that.
         user, password = unique("pipe-user"), "pw-" + unique("x")
         subprocess.run([CTL, "-q", "add_user", user, password], check=True, capture_output=True)
         self.addCleanup(lambda: subprocess.run([CTL, "-q", "delete_user", user], capture_output=True))
         subprocess.run([CTL, "-q", "set_permissions", "-p", "/", user, ".*", ".*", ".*"], check=True, capture_output=True)
         src, out, dlq = self.queue(), self.queue(), self.queue()
-        with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORT), "/",
-                                                               pika.PlainCredentials(user, password))) as c:
-            ch = c.channel()
-            ch.confirm_delivery()
-            for body in (b"good", b"bad"):
-                ch.basic_publish("", src, body, pika.BasicProperties(user_id=user), mandatory=True)
-        cmd = 'b=$(cat); if [ "$b" = bad ]; then echo refused >&2; exit 3; fi; printf %s "$b"'
+        for who, secret in ((user, password), ("guest", "guest")):
+            with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORT), "/",
+                                                                   pika.PlainCredentials(who, secret))) as c:
+                ch = c.channel()
+                ch.confirm_delivery()
+                for body in (b"good", b"bad"):
+                    ch.basic_publish("", src, body + b" " + who.encode(), pika.BasicProperties(user_id=who), mandatory=True)
+        cmd = 'b=$(cat); case "$b" in bad*) echo refused >&2; exit 3;; esac; printf %s "$b"'
         self.ok(pipe("--from", src, "--to", "", "--routing-key", out, "--exec", cmd,
-                     "--dead-letter-exchange", "", "--dead-letter-routing-key", dlq, "--count", "2", "--timeout", "30"))
+                     "--dead-letter-exchange", "", "--dead-letter-routing-key", dlq, "--count", "4", "--timeout", "30"))
         self.assertEqual(counts_become(src, (0, 0)), (0, 0))
-        [(props, body)] = self.take_all(out)
-        self.assertEqual((body, props.user_id), (b"good", None))
-        [(props, body)] = self.take_all(dlq)
-        self.assertEqual((body, props.user_id), (b"bad", None))
-        self.assertEqual(props.headers["x-pipeline-original-user-id"], user)
+        for queue, body in ((out, "good"), (dlq, "bad")):
+            with self.subTest(queue=body):
+                got = {b.decode(): props for props, b in self.take_all(queue)}
+                self.assertEqual(sorted(got), sorted([f"{body} {user}", f"{body} guest"]))
+                theirs, ours = got[f"{body} {user}"], got[f"{body} guest"]
+                self.assertEqual((theirs.user_id, theirs.headers["x-pipeline-original-user-id"]), (None, user))
+                self.assertEqual(ours.user_id, "guest")
+                self.assertNotIn("x-pipeline-original-user-id", ours.headers or {})
 
     def test_a_status_file_that_cannot_be_written_is_said_once_and_the_run_goes_on(self):
         # Its write errors used to be ignored. The file is made under an unguessable name (no

@@ -143,6 +143,58 @@ class Work(unittest.TestCase):
                     time.sleep(0.1)
                 self.assertEqual(self.depth(f"{self.prefix}.{q}"), 1, "the message went back to the queue")
 
+    def wait_for(self, condition, what, seconds=20):
+        deadline = time.monotonic() + seconds
+        while not condition():
+            self.assertLess(time.monotonic(), deadline, what)
+            time.sleep(0.02)
+
+    def test_a_stop_lets_the_running_command_end_before_its_message_goes_to_another_worker(self):
+        # Two workers on one queue; A runs the item, whose command takes half a second to end
+        # after SIGTERM and fails. The item is handed back only once A's command has ended, so
+        # B runs it after, never beside it; a failure during a stop counts no attempt.
+        q = "handover"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        log = f"/tmp/{self.prefix}.handover"
+        self.addCleanup(lambda: os.path.exists(log) and os.remove(log))
+        slow = f"echo 'A start' >> {log}; trap 'sleep 0.5; echo \"A end\" >> {log}; exit 3' TERM; while :; do sleep 0.05; done"
+        a = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec", slow, "--url", URL],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: a.poll() is None and a.kill())
+        self.wait_for(lambda: os.path.exists(log), "A never started the item")
+        b = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec",
+                              f"echo 'B start' >> {log}; echo 'B end' >> {log}", "--count", "1", "--timeout", "20",
+                              "--url", URL], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: b.poll() is None and b.kill())
+        self.wait_for(lambda: self.channel.queue_declare(f"{self.prefix}.{q}", passive=True).method.consumer_count == 2,
+                      "B never consumed")
+        a.send_signal(signal.SIGTERM)
+        out_a, err_a = a.communicate(timeout=20)
+        out_b, err_b = b.communicate(timeout=30)
+        self.assertEqual((a.returncode, out_a), (0, b""), err_a)
+        self.assertEqual(b.returncode, 0, err_b)
+        with open(log) as f:
+            self.assertEqual(f.read().splitlines(), ["A start", "A end", "B start", "B end"])
+        self.assertEqual(self.lines(out_b.decode()), [("done", "attempt=1")])
+
+    def test_a_command_that_ends_well_on_sigterm_is_done(self):
+        # A command that traps TERM, finishes its work and exits 0 did its work: acked, its
+        # line printed, nothing back in the queue.
+        q = "graceful"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        started = f"/tmp/{self.prefix}.graceful"
+        self.addCleanup(lambda: os.path.exists(started) and os.remove(started))
+        run = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec",
+                                f"trap 'exit 0' TERM; touch {started}; while :; do sleep 0.05; done", "--url", URL],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: run.poll() is None and run.kill())
+        self.wait_for(lambda: os.path.exists(started), "the command never started")
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=20)
+        self.assertEqual(run.returncode, 0, err)
+        self.assertEqual(self.lines(out.decode()), [("done", "attempt=1")])
+        self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
+
     def test_the_outcome_is_the_commands_exit_not_the_end_of_what_it_left_behind(self):
         # F7: a command that exits 0 at once but leaves a child holding its output is done at
         # once; the child is left alone (never waited on).
@@ -171,6 +223,21 @@ class Work(unittest.TestCase):
                                    stdout=devnull, stderr=devnull)
             self.assertEqual(run.wait(timeout=60), 1)
         self.assertLess(time.monotonic() - started, 10, "the timeout waited for a setsid child's pipes")
+
+    def test_a_child_left_behind_that_keeps_writing_does_not_hold_the_item(self):
+        # The shell exits 0 while its child still writes to the standard error they share, as
+        # fast as it can: what was buffered when the shell exited is read, then no more, so the
+        # item is done at once (before, the drain read on for as long as the child wrote).
+        q = "writer"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+        marker = "writer-" + uuid.uuid4().hex[:8]
+        self.addCleanup(lambda: subprocess.run(["pkill", "-f", f"^yes {marker}$"]))
+        started = time.monotonic()
+        r = warren("work", "run", "--queue", q, "--prefix", self.prefix, "--exec",
+                   f"cat >/dev/null; (yes {marker} >&2) & sleep 0.2; exit 0", "--count", "1", "--timeout", "10")
+        self.assertEqual(r.returncode, 0, r.stderr[-300:].decode(errors="replace"))
+        self.assertEqual(self.lines(r.stdout.decode()), [("done", "attempt=1")])
+        self.assertLess(time.monotonic() - started, 5, "the item waited for the child's output to end")
 
     def test_a_message_from_another_user_is_retried_and_dead_lettered_without_its_user_id(self):
         # F2: a message another user published with its own user_id. Its retry and dead-letter

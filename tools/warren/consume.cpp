@@ -88,12 +88,26 @@ class ConsumeJob final : public Job {
       // would let it send past the count, and ack them all together at the end.
       if (args_->count == 0 || received_ + prefetch_ <= args_->count || last) {
         if (auto r = d.ack({.multiple = last}); !r.ok()) return fail("ack", r.error());
+        held_.reset();
+      } else {
+        held_ = d.take();  // printed, not acked yet: a stop acks it with those before it
       }
     }
     if (args_->count > 0 && received_ == args_->count) {
       done_ = true;
       finish();
     }
+  }
+
+  // SIGTERM or SIGINT: nothing more is printed; what was printed and held back unacked is
+  // acked (the close that follows makes sure the broker has it), what was sent ahead and not
+  // printed goes back with the channel.
+  void on_stop_signal(int signal) override {
+    if (!begin_stop(signal)) return stopped_now();
+    done_ = true;
+    if (held_) (void)held_->ack({.multiple = true});
+    held_.reset();
+    close_then_die();
   }
 
   void get_next() {
@@ -126,6 +140,7 @@ class ConsumeJob final : public Job {
   engine::Instant started_ = std::chrono::steady_clock::now();
   std::unique_ptr<client::Timer> deadline_timer_, poll_timer_;
   client::Consumer consumer_;  // held while the subscription runs: dropping it cancels
+  std::optional<client::Message> held_;  // the last message printed whose ack is held back
   std::uint64_t received_ = 0;
   std::uint64_t prefetch_ = 0;
   bool done_ = false;

@@ -4,7 +4,11 @@
 
 #include "stop_signals.hpp"
 
+#include <signal.h>
+
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <system_error>
 
 namespace warren::cli {
@@ -37,14 +41,23 @@ std::string seconds_text(double seconds) {
   return text;
 }
 
-void report(std::string_view what, std::string_view why) {
-  if (what.empty()) std::fprintf(stderr, "warren: %.*s\n", static_cast<int>(why.size()), why.data());
-  else
-    std::fprintf(stderr, "warren: %.*s: %.*s\n", static_cast<int>(what.size()), what.data(),
-                 static_cast<int>(why.size()), why.data());
+void Job::report(std::string_view what, std::string_view why, std::uint16_t reply_code) const {
+  print_final_line(common_.log_format, {.event = "command.failed", .what = what, .why = why, .reply_code = reply_code});
 }
 
 int Job::run() {
+  // The loop and the stop handler first: a signal from here on is this command's to handle
+  // (one that came earlier is handed over now), whatever phase it comes in. Nothing below
+  // blocks before the loop runs; reading input and dialling happen on it.
+  runtime_ = make_runtime(common_.driver);
+  if (!runtime_) {
+    report("--driver", "expected uv or asio, not '" + common_.driver + "'");
+    return exit_usage;
+  }
+  stop_signals::set(driver(), [this](int signal) { on_signal(signal); });
+  struct Cleared {
+    ~Cleared() { stop_signals::clear(); }  // on every return: a later signal finds no handler
+  } cleared;
   if (common_.urls.empty()) common_.urls.emplace_back(default_url);
   for (const auto& text : common_.urls) {
     auto url = client::parse_url(text);
@@ -70,27 +83,67 @@ int Job::run() {
     // Where it is, for a scraper (and a script that asked for any free port).
     std::fprintf(stderr, "warren: metrics at %s\n", metrics_endpoint_->address().c_str());
   }
-  runtime_ = make_runtime(common_.driver);
-  if (!runtime_) {
-    report("--driver", "expected uv or asio, not '" + common_.driver + "'");
-    return exit_usage;
-  }
-  stop_signals::set(driver(), [this](int signal) { on_stop_signal(signal); });
   connect_another([this](Result<std::shared_ptr<client::Connection>> c) {
     if (!c) return fail("", c.error());
     conn_ = std::move(*c);
     conn_->open_channel([this](Result<client::Channel> ch) {
+      if (closing_) return;  // stopped (or failed) meanwhile: nothing to start
       if (!ch) return fail("channel.open", ch.error());
       channel_ = std::move(*ch);
+      started_ = true;
       start();
     });
   });
   runtime_->run();
-  stop_signals::clear();
   return exit_code_;
 }
 
-void Job::on_stop_signal(int signal) { stop_signals::die_by(signal); }
+void Job::on_signal(int signal) {
+  if (stop_signal_ != 0) return stopped_now();  // a second signal while stopping: at once
+  if (!started_) return stop_before_start(signal);
+  on_stop_signal(signal);
+}
+
+// Connecting, or in its handshake, or opening its channel: nothing was taken or sent yet, so
+// nothing is waited for.
+void Job::stop_before_start(int signal) {
+  if (worker()) return finish();
+  stop_by_signal(signal);
+}
+
+void Job::on_stop_signal(int signal) { stop_by_signal(signal); }
+
+bool Job::begin_stop(int signal) {
+  if (stop_signal_ != 0) return false;
+  stop_signal_ = signal;
+  stop_deadline_ = driver().timer([this] { stopped_now(); });
+  stop_deadline_->arm(driver().now() + stop_deadline);
+  return true;
+}
+
+void Job::close_then_die() {
+  if (dying_) return;
+  dying_ = true;
+  closing_ = true;
+  std::vector<std::shared_ptr<client::Connection>> all = connections_;
+  for (auto& weak : dialing_)
+    if (auto c = weak.lock(); c && std::find(all.begin(), all.end(), c) == all.end()) all.push_back(std::move(c));
+  if (all.empty()) stopped_now();
+  auto left = std::make_shared<std::size_t>(all.size());
+  for (auto& c : all)
+    c->close([this, left](Result<void>) {
+      if (--*left == 0) stopped_now();
+    });
+}
+
+void Job::stopped_now() {
+  std::string why = std::string("stopped by ") + (stop_signal_ == SIGINT ? "SIGINT" : "SIGTERM");
+  if (const std::string more = unfinished(); !more.empty()) why += ": " + more;
+  print_final_line(common_.log_format, {.event = "command.stopped", .level = client::Level::warning, .why = why});
+  std::cout.flush();
+  std::fflush(nullptr);  // what it printed on a file or a pipe is not lost with the process
+  stop_signals::die_by(stop_signal_ ? stop_signal_ : SIGTERM);
+}
 
 void Job::connect_another(client::Callback<std::shared_ptr<client::Connection>> done) {
   connect_another(options(), std::move(done));
@@ -109,15 +162,28 @@ void Job::connect_from(std::size_t index, std::shared_ptr<const client::ClientOp
   *holder = client::Connection::connect(driver(), urls_[index], *options, [this, index, options, done, holder](Result<void> r) {
     const Error* e = r ? nullptr : &r.error();
     auto c = std::move(*holder);
+    std::erase_if(dialing_, [](const std::weak_ptr<client::Connection>& w) { return w.expired(); });
     if (e) {
-      // Refused credentials are not a host problem: another URL is not tried for them.
-      if (index + 1 < urls_.size() && e->code != make_error_code(errc::access_refused))
+      // Refused credentials are not a host problem: another URL is not tried for them. Nor
+      // is one after a stop or a failure.
+      if (index + 1 < urls_.size() && e->code != make_error_code(errc::access_refused) && !closing_)
         return connect_from(index + 1, options, done);
       return (*done)(*e);
     }
+    url_index_[c.get()] = index;
     track(c);
     (*done)(std::move(c));
   });
+  dialing_.push_back(*holder);
+  if (closing_) (*holder)->close(nullptr);  // stopped or failed while it was asked for
+}
+
+std::string Job::login_user(const client::Connection& c) const {
+  const auto it = url_index_.find(&c);
+  if (it == url_index_.end()) return {};
+  const client::ConnectionUrl& url = urls_[it->second];
+  if (url.auth_mechanism == engine::Mechanism::external) return {};
+  return url.user;
 }
 
 void Job::ensure_queue(const std::string& queue, client::Callback<std::uint32_t> messages) {
@@ -150,14 +216,17 @@ void Job::fail(std::string_view what, const Error& error, int code) {
   // When the connection itself ended, every step in flight fails with its cause: that is the
   // connection's failure, reported as such, not the step's.
   if (conn_ && !conn_->is_open()) what = {};
-  fail_text(what, describe(error), code);
+  fail_with(what, describe(error), code, error.reply_code);
 }
 
-void Job::fail_text(std::string_view what, std::string_view why, int code) {
-  // Once the work is done, what our own close ends (consumers, the connection) is no failure.
-  if (finished_ && exit_code_ == 0) return;
+void Job::fail_text(std::string_view what, std::string_view why, int code) { fail_with(what, why, code, 0); }
+
+void Job::fail_with(std::string_view what, std::string_view why, int code, std::uint16_t reply_code) {
+  // Once the work is done, or while a stop closes it, what our own close ends (consumers,
+  // the connection, publishes in flight) is no failure.
+  if ((finished_ && exit_code_ == 0) || stop_signal_ != 0) return;
   if (exit_code_ == 0) {  // the first failure is the one worth reading
-    report(what, why);
+    report(what, why, reply_code);
     failure_text_ = what.empty() ? std::string(why) : std::string(what) + ": " + std::string(why);
     exit_code_ = code;
   }
@@ -165,6 +234,7 @@ void Job::fail_text(std::string_view what, std::string_view why, int code) {
 }
 
 void Job::finish() {
+  if (stop_signal_ != 0) return close_then_die();
   finished_ = true;
   close_all();
 }
@@ -173,6 +243,8 @@ void Job::close_all() {
   closing_ = true;
   for (auto& c : connections_)
     if (c->is_open()) c->close([](Result<void>) {});
+  for (auto& weak : dialing_)
+    if (auto c = weak.lock()) c->close([](Result<void>) {});
 }
 
 }  // namespace warren::cli

@@ -4,7 +4,9 @@
 // ends the run when it is seen, not when a later timeout runs out.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,9 +30,12 @@ struct Common {
 };
 
 // Exit codes: 0 done, 1 the work failed (broker said no, timeout, nack), 2 the command line
-// was wrong.
+// was wrong. A stop by a signal: 0 for a worker, else death by the signal (Job::worker()).
 inline constexpr int exit_failed = 1;
 inline constexpr int exit_usage = 2;
+
+// How long a non-worker's stop may take: confirms of what it sent, its closes.
+inline constexpr auto stop_deadline = std::chrono::seconds(1);
 
 // Seconds as the command line gives them (--timeout, -z): checked, converted, and printed
 // back as given ("1", "2.5").
@@ -45,8 +50,6 @@ inline constexpr int exit_usage = 2;
 // error's detail goes on to name the exchange and routing key, which the command line
 // already said; the broker's own text is what comes before them.
 [[nodiscard]] std::string returned_line(const Error& error);
-// Prints "warren: <what>: <why>" (or "warren: <why>" when `what` is empty).
-void report(std::string_view what, std::string_view why);
 
 class Job {
  public:
@@ -63,14 +66,42 @@ class Job {
   virtual void start() = 0;
   // The command's own checks before anything is dialled; an error is a usage error.
   [[nodiscard]] virtual Result<void> validate() { return {}; }
-  // SIGTERM or SIGINT, on the loop (tools/warren/stop_signals.hpp). A long-running command
-  // stops taking work, hands back what is in flight, ends its children and exits; by default
-  // the process ends by the signal, as it would without a handler.
+  // SIGTERM or SIGINT once start() ran, on the loop (tools/warren/stop_signals.hpp; before
+  // start() the Job itself stops the run: see worker()). A long-running command stops taking
+  // work, hands back what is in flight, ends its children and exits (docs/warren-cli.md,
+  // "STOPPING"). By default: stop_by_signal() at once.
   virtual void on_stop_signal(int signal);
+  // A worker (pipe, work run) ends a stop with exit 0, having handed back what it held, and
+  // says nothing for it; every other command ends by the signal after one line on stderr.
+  [[nodiscard]] virtual bool worker() const { return false; }
+  // What the stop line adds after "stopped by SIGTERM: " (what it read and did not get
+  // confirmed, "3 line(s) read, 1 not confirmed"); "" adds nothing.
+  [[nodiscard]] virtual std::string unfinished() const { return {}; }
   virtual client::ClientOptions options() { return {}; }
+
+  // A non-worker's stop, in two steps: begin_stop() once (false when a stop was already under
+  // way: the caller ends at once with stopped_now()) arms the stop's one deadline, after which
+  // the process ends however far it got; close_then_die() closes every connection (so acks
+  // and publishes already written reach the broker) and ends the process by the signal once
+  // they are closed. finish() during a stop is close_then_die().
+  [[nodiscard]] bool begin_stop(int signal);
+  void close_then_die();
+  [[noreturn]] void stopped_now();
+  [[nodiscard]] bool stopping() const noexcept { return stop_signal_ != 0; }
+  void stop_by_signal(int signal) {
+    if (begin_stop(signal)) close_then_die();
+    else stopped_now();
+  }
 
   void fail(std::string_view what, const Error& error, int code = exit_failed);
   void fail_text(std::string_view what, std::string_view why, int code = exit_failed);
+  // Our own words for `cause` (a returned publish's line), its reply code kept for the record.
+  void fail_text(std::string_view what, std::string_view why, const Error& cause) {
+    fail_with(what, why, exit_failed, cause.reply_code);
+  }
+  // Prints "warren: <what>: <why>" (or "warren: <why>" when `what` is empty), or its record
+  // under --log-format json (record_log.hpp).
+  void report(std::string_view what, std::string_view why, std::uint16_t reply_code = 0) const;
   void finish();  // success: close cleanly, then exit with exit_code_
   [[nodiscard]] bool failed() const noexcept { return exit_code_ != 0; }
   // The failure reported on stderr, without its "warren: " ("" while none was).
@@ -85,6 +116,9 @@ class Job {
   // The same with options of its own (e.g. a consumer's read batching), not options()'s.
   void connect_another(client::ClientOptions options, client::Callback<std::shared_ptr<client::Connection>> done);
   void track(std::shared_ptr<client::Connection> c);  // closed with the job
+  // The user `c` logged in as: the user of the URL it was dialled from, or "" when that URL
+  // asked for EXTERNAL (the certificate names the user, and warren does not read it).
+  [[nodiscard]] std::string login_user(const client::Connection& c) const;
   // The queue as it is, or declared non-durable when it is missing; `done` gets its message
   // count. The passive check runs on a channel of its own, since a 404 closes it.
   void ensure_queue(const std::string& queue, client::Callback<std::uint32_t> messages);
@@ -97,6 +131,9 @@ class Job {
   void connect_from(std::size_t index, std::shared_ptr<const client::ClientOptions> options,
                     std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done);
   void close_all();
+  void on_signal(int signal);
+  void stop_before_start(int signal);
+  void fail_with(std::string_view what, std::string_view why, int code, std::uint16_t reply_code);
 
   Common common_;
   std::shared_ptr<client::Observer> records_;  // --log-level: every connection's records
@@ -105,8 +142,16 @@ class Job {
   std::vector<client::ConnectionUrl> urls_;
   std::unique_ptr<Runtime> runtime_;
   std::vector<std::shared_ptr<client::Connection>> connections_;
+  std::map<const client::Connection*, std::size_t> url_index_;  // which of urls_ each was dialled from
+  // Connections still dialling or in their handshake: a stop closes them too (a broker that
+  // never answers must not hold the stop until the connect timeout).
+  std::vector<std::weak_ptr<client::Connection>> dialing_;
+  bool started_ = false;  // start() ran
   bool closing_ = false;
   bool finished_ = false;  // finish() was called: the run succeeded
+  int stop_signal_ = 0;    // a non-worker is stopping by this signal
+  bool dying_ = false;     // close_then_die() ran
+  std::unique_ptr<client::Timer> stop_deadline_;
   std::string failure_text_;
 };
 

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "message_json.hpp"
 #include "stdin_lines.hpp"
+#include "trace_environment.hpp"
 #include "warren/messaging/log.hpp"
 
 namespace warren::cli {
@@ -70,26 +71,50 @@ class AppendJob final : public LogJob {
  private:
   void start() override {
     if (auto ok = make_log(); !ok) return fail("", ok.error(), exit_usage);
+    trace_ = trace_from_environment().value_or(client::TraceContext{});  // a traced script's, continued
     lines_.emplace(driver(), [this] { next(); });
     next();
   }
   // One at a time: each answer is the offset its entry landed on. A line not there yet calls
   // again when it comes (the loop goes on meanwhile).
   void next() {
+    if (stopping() || appending_) return;
     switch (lines_->take(line_)) {
       case StdinLines::Take::later: return;
       case StdinLines::Take::end: return finish();
       case StdinLines::Take::line: break;
     }
-    log_->append(line_, [this](Result<std::uint64_t> offset) {
+    appending_ = true;
+    log_->append({.body = line_, .trace = trace_}, [this](Result<std::uint64_t> offset) {
+      appending_ = false;
+      if (offset) {
+        ++appended_;
+        std::cout << *offset << '\n';
+        std::cout.flush();
+      }
+      if (stopping()) return close_then_die();
       if (!offset) return fail("log append " + log_->queue(), offset.error());
-      std::cout << *offset << '\n';
-      std::cout.flush();
       next();
     });
   }
+
+  // SIGTERM or SIGINT: nothing more is read or appended; the entry in flight has the stop's
+  // deadline to land (and its offset to be printed), then the stop line says what did not.
+  void on_stop_signal(int signal) override {
+    if (!begin_stop(signal)) return stopped_now();
+    if (!appending_) close_then_die();
+  }
+
+  [[nodiscard]] std::string unfinished() const override {
+    const std::uint64_t read = lines_ ? lines_->lines_read() : 0;  // none before it connected
+    return std::to_string(read) + " line(s) read, " + std::to_string(read - appended_) + " not confirmed";
+  }
+
   std::optional<StdinLines> lines_;
   std::string line_;
+  client::TraceContext trace_;
+  bool appending_ = false;
+  std::uint64_t appended_ = 0;  // offsets printed
 };
 
 class ReadJob final : public LogJob {

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <thread>
@@ -11,13 +12,23 @@ namespace warren::cli {
 struct MetricsEndpoint::Serving {
   httplib::Server server;
   std::thread thread;
+  std::atomic<bool> served{false};  // listen_after_bind() returned
 };
 
 MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Serving> serving, std::string address)
     : serving_(std::move(serving)), address_(std::move(address)) {}
 
 MetricsEndpoint::~MetricsEndpoint() {
-  serving_->server.stop();
+  // stop() does nothing until the thread is in its listen loop, and start() does not wait for
+  // that (a command that owns its signals cannot block on a thread's start): ask until it ended.
+  // Once is enough when it is (a second stop() would find no socket).
+  while (!serving_->served.load()) {
+    if (serving_->server.is_running()) {
+      serving_->server.stop();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   if (serving_->thread.joinable()) serving_->thread.join();
 }
 
@@ -54,11 +65,11 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(std::string_view
   } else if (!serving->server.bind_to_port(host, port)) {
     return cannot_listen();
   }
-  serving->thread = std::thread([s = serving.get()] { s->server.listen_after_bind(); });
-  // stop() does nothing until the thread is in its listen loop: a command that ends at once
-  // (a usage error found later) would otherwise wait forever to join it.
-  for (int waited_ms = 0; !serving->server.is_running() && waited_ms < 5000; ++waited_ms)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Bound and listening already: a scraper that comes before the thread runs waits in the backlog.
+  serving->thread = std::thread([s = serving.get()] {
+    s->server.listen_after_bind();
+    s->served.store(true);
+  });
   const std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   return std::unique_ptr<MetricsEndpoint>(
       new MetricsEndpoint(std::move(serving), "http://" + shown + ":" + std::to_string(port) + "/metrics"));

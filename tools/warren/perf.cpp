@@ -368,6 +368,14 @@ class PerfJob final : public Job {
     return text;
   }
 
+  // SIGTERM or SIGINT: the run so far is the run. Its summary is printed as -z would print it
+  // and a queue it made is deleted; then it ends by the signal (Job::finish() during a stop).
+  void on_stop_signal(int signal) override {
+    if (!begin_stop(signal)) return stopped_now();
+    if (finished_ || pending_setup_ > 0) return close_then_die();
+    end();
+  }
+
   void end() {
     if (finished_) return;
     finished_ = true;

@@ -25,8 +25,8 @@
 namespace warren::cli {
 namespace {
 
-// Set by SIGTERM or SIGINT (Job::on_stop_signal, from the very start, not once the pipeline
-// runs): a stop while connecting, declaring or verifying ends the run as the contract says
+// Set by SIGTERM or SIGINT once the job started (Job::on_stop_signal; before that the Job
+// ends the run itself): a stop while declaring or verifying ends the run as the contract says
 // (exit 0, nothing taken), not with the signal.
 std::atomic<bool> stop_asked{false};
 
@@ -87,6 +87,7 @@ class PipeJob final : public Job {
 
  private:
   void on_stop_signal(int) override { stop_asked.store(true); }
+  [[nodiscard]] bool worker() const override { return true; }
 
   Result<void> validate() override {
     if (args_->timeout_s)
@@ -194,6 +195,7 @@ class PipeJob final : public Job {
       o.dead_letter = pipeline::DeadLetterOptions{.exchange = *args_->dead_letter_exchange,
                                                   .routing_key = args_->dead_letter_routing_key};
     o.native_dead_letter = args_->native_dlx;
+    o.login_user = login_user(*conn_);  // a user_id that is ours travels on
     // --on-error requeue: a record that always fails comes back once a second, not in a hot loop.
     o.requeue_delay = std::chrono::seconds(1);
     o.metrics = metrics();

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "stdin_lines.hpp"
+#include "trace_environment.hpp"
 #include "values.hpp"
 
 namespace warren::cli {
@@ -57,6 +58,7 @@ class StdinBodies final : public Bodies {
     return line_;
   }
   [[nodiscard]] bool more_later() const override { return later_; }
+  [[nodiscard]] std::size_t lines_read() const { return lines_.lines_read(); }
 
  private:
   StdinLines lines_;
@@ -84,6 +86,7 @@ class PublishJob final : public Job {
     if (args_->persistent) properties_.set_persistent();
     properties_.set_headers(headers_);
     const std::uint64_t count = args_->count.value_or(1);
+    total_ = count;
     if (args_->body) {
       bodies_ = std::make_unique<RepeatedBody>(*args_->body, count);
     } else if (args_->body_file) {
@@ -99,9 +102,15 @@ class PublishJob final : public Job {
   }
 
   void start() override {
-    if (!bodies_) bodies_ = std::make_unique<StdinBodies>(driver(), [this] { publish_more(); });
+    if (!bodies_) {
+      auto lines = std::make_unique<StdinBodies>(driver(), [this] { publish_more(); });
+      stdin_ = lines.get();
+      bodies_ = std::move(lines);
+    }
     publish_ = {.exchange = args_->exchange, .routing_key = args_->routing_key, .mandatory = args_->mandatory,
                 .properties = properties_.properties()};
+    // A traced script's context continues in what it sends.
+    if (const auto trace = trace_from_environment(headers_)) publish_.trace = *trace;
     conn_->on_writable = [this] { publish_more(); };
     if (!args_->confirm) return publish_more();
     channel_.confirm_select([this](Result<void> r) {
@@ -110,8 +119,23 @@ class PublishJob final : public Job {
     });
   }
 
+  // SIGTERM or SIGINT: no more is read or sent; what was sent has the stop's deadline to be
+  // confirmed, then the stop line says what was not.
+  void on_stop_signal(int signal) override {
+    if (!begin_stop(signal)) return stopped_now();
+    if (settled_ == sent_) close_then_die();
+  }
+
+  [[nodiscard]] std::string unfinished() const override {
+    const std::string not_done = args_->confirm ? " not confirmed" : " not sent";
+    const bool from_stdin = !args_->body && !args_->body_file && !args_->size;
+    if (!from_stdin) return std::to_string(total_) + " message(s), " + std::to_string(total_ - ok_) + not_done;
+    const std::uint64_t read = stdin_ ? stdin_->lines_read() : 0;  // none before it connected
+    return std::to_string(read) + " line(s) read, " + std::to_string(read - ok_) + not_done;
+  }
+
   void publish_more() {
-    while (!failed() && !input_done_) {
+    while (!failed() && !input_done_ && !stopping()) {
       if (args_->confirm && sent_ - settled_ >= window) return;  // a confirm will call again
       if (conn_->congested()) return;                            // on_writable will
       auto body = bodies_->next();
@@ -124,11 +148,16 @@ class PublishJob final : public Job {
       channel_.publish(publish_, client::as_bytes(*body),
                        [this, number](Result<engine::PublishOutcome> outcome) { settled(number, outcome); });
     }
-    if (input_done_ && settled_ == sent_ && !failed()) finish();
+    if (input_done_ && settled_ == sent_ && !failed() && !stopping()) finish();
   }
 
   void settled(std::uint64_t number, const Result<engine::PublishOutcome>& outcome) {
     ++settled_;
+    if (outcome) ++ok_;
+    if (stopping()) {
+      if (settled_ == sent_) close_then_die();
+      return;
+    }
     if (!outcome) {
       const Error& cause = outcome.error();
       std::string why;
@@ -138,7 +167,7 @@ class PublishJob final : public Job {
         why = "nacked by the broker";
       else  // its fate is unknown: it ran out of time, or its channel or connection ended
         why = std::string(cause.code == make_error_code(errc::timeout) ? "timed_out" : "failed") + ": " + describe(cause);
-      return fail_text("message " + std::to_string(number), why);
+      return fail_text("message " + std::to_string(number), why, cause);
     }
     publish_more();
   }
@@ -148,7 +177,10 @@ class PublishJob final : public Job {
   MessageProperties properties_;
   client::Publish publish_;  // the same for every message: only the body changes
   std::unique_ptr<Bodies> bodies_;
+  StdinBodies* stdin_ = nullptr;  // bodies_, when they are standard input's lines
+  std::uint64_t total_ = 0;       // --body, --body-file, --size: the messages asked for
   std::uint64_t sent_ = 0, settled_ = 0;
+  std::uint64_t ok_ = 0;  // settled and confirmed (without --confirm: written)
   bool input_done_ = false;
 };
 

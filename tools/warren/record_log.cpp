@@ -74,6 +74,26 @@ class RecordLog : public client::Observer {
 
 }  // namespace
 
+void print_final_line(const std::string& format, const FinalLine& line) {
+  std::string text(line.what);
+  if (!text.empty()) text += ": ";
+  text += line.why;
+  if (format != "json") {
+    std::fprintf(stderr, "warren: %s\n", text.c_str());
+    return;
+  }
+  nlohmann::ordered_json j;
+  j["time"] = utc_now();
+  j["level"] = client::to_string(line.level);
+  j["event"] = std::string(line.event);
+  j["connection"] = "";
+  j["channel"] = 0;
+  j["subject"] = std::string(line.what);
+  j["cause"] = text;
+  j["reply_code"] = line.reply_code;
+  std::fprintf(stderr, "%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+}
+
 std::shared_ptr<client::Observer> make_record_log(const std::string& level, const std::string& format) {
   const auto min = level_named(level);
   if (!min) return nullptr;  // "off"

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "warren/client/observer.hpp"
 
@@ -12,5 +13,18 @@ namespace warren::cli {
 
 // Null for "off"; otherwise an observer that prints records at `level` and above.
 [[nodiscard]] std::shared_ptr<client::Observer> make_record_log(const std::string& level, const std::string& format);
+
+// The command's last word on stderr: why it failed ("warren: <what>: <why>", docs/warren-cli.md,
+// "EXIT STATUS AND ERRORS") or that a signal stopped it. Printed whatever --log-level says;
+// under --log-format json it is one record like the others, so a JSON log reader never meets
+// a line it cannot parse, and the text it would have printed is its cause.
+struct FinalLine {
+  std::string_view event;  // "command.failed", "command.stopped"
+  client::Level level = client::Level::error;
+  std::string_view what{};  // the step it is about ("message 3", "consume q"), or ""
+  std::string_view why{};
+  std::uint16_t reply_code = 0;  // the broker's, when the cause has one
+};
+void print_final_line(const std::string& format, const FinalLine& line);
 
 }  // namespace warren::cli

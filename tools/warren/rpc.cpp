@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "trace_environment.hpp"
 #include "warren/client/rpc.hpp"
 
 namespace warren::cli {
@@ -60,14 +61,17 @@ class CallJob final : public Job {
   void start() override {
     rpc_ = client::RpcClient::start(channel_, [this](Result<void> r) {
       if (!r) return fail("rpc call " + args_->queue, r.error());
-      rpc_->call({.routing_key = args_->queue, .timeout = from_seconds(args_->timeout_s)}, client::as_bytes(args_->body),
+      rpc_->call({.routing_key = args_->queue,
+                  .timeout = from_seconds(args_->timeout_s),
+                  .trace = trace_from_environment().value_or(client::TraceContext{})},
+                 client::as_bytes(args_->body),
                  [this](Result<client::Message> reply) {
                    if (!reply) {
                      const Error& e = reply.error();
                      if (e.code == make_error_code(errc::timeout))
                        return fail_text("rpc call " + args_->queue,
                                         "timed out: no reply within " + seconds_text(args_->timeout_s) + " s");
-                     if (e.reply_code == 312) return fail_text("rpc call " + args_->queue, returned_line(e));
+                     if (e.reply_code == 312) return fail_text("rpc call " + args_->queue, returned_line(e), e);
                      return fail("rpc call " + args_->queue, e);
                    }
                    std::cout << reply->body_text() << std::endl;

@@ -5,10 +5,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -192,17 +194,22 @@ Outcome run(const Options& options) {
     }
   }
   if (shell_exited) {
-    // What it wrote before it exited is in the pipes: read it without waiting for an end that
-    // a left-behind child may never give. The child itself is left alone (a command may start
-    // something on purpose); a timeout or a stop still kills the whole group.
+    // What it wrote before it exited is in the pipes: read that much and no more. Reading
+    // until the pipe is empty would wait on a left-behind child that keeps writing (`yes &`),
+    // and its end may never come. The child itself is left alone (a command may start
+    // something on purpose; it gets SIGPIPE if it writes on); a timeout or a stop still kills
+    // the whole group.
     for (Fd* from : {&out_r, &err_r}) {
       if (from->fd < 0) continue;
       ::fcntl(from->fd, F_SETFL, O_NONBLOCK);
-      for (;;) {
-        ssize_t r = ::read(from->fd, buf, sizeof buf);
+      int buffered = 0;
+      if (::ioctl(from->fd, FIONREAD, &buffered) != 0) buffered = 0;
+      for (auto left = static_cast<std::size_t>(buffered); left > 0;) {
+        ssize_t r = ::read(from->fd, buf, std::min(left, sizeof buf));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
         take(*from, std::string_view(buf, static_cast<std::size_t>(r)));
+        left -= static_cast<std::size_t>(r);
       }
     }
   }

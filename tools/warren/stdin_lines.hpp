@@ -2,7 +2,9 @@
 // loop. Reading it on the loop would hold the loop while a pipe is slow to fill: no heartbeat
 // answered (the broker drops the connection), no confirm read, and a line sent only when the
 // next one came. Bounded: the reader waits while 1,000 lines are unread. Only "\n" is
-// stripped, so "\r" and empty lines stay; a last line without "\n" is a line too.
+// stripped, so "\r" and empty lines stay; a last line without "\n" is a line too. It reads
+// the descriptor itself (no stdio buffer), so lines_read() is every line taken from the input,
+// for a stop to say how many it read and did not send.
 #pragma once
 
 #include <functional>
@@ -24,6 +26,9 @@ class StdinLines {
   enum class Take { line, later, end };
   // The next line into `line`; or `later` (on_more will run); or the end of the input.
   Take take(std::string& line);
+  // Lines taken from standard input so far: handed out by take() or still buffered (the
+  // start of a line not ended yet counts as one).
+  [[nodiscard]] std::size_t lines_read() const;
 
  private:
   struct State;

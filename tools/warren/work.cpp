@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "shell.hpp"
+#include "stdin_lines.hpp"
 #include "trace_environment.hpp"
 #include "values.hpp"
 #include "warren/messaging/work_queue.hpp"
@@ -81,35 +82,87 @@ class PutJob final : public WorkJob {
   using WorkJob::WorkJob;
 
  private:
+  static constexpr std::uint64_t window = 1000;  // unconfirmed puts in flight at most
+
   Result<void> validate() override {
     if (auto ok = WorkJob::validate(); !ok) return ok;
     for (const auto& h : args_->headers)
       if (auto r = add_typed_entry(headers_, h, Untyped::string); !r.ok())
         return make_error(errc::invalid_argument, "--header " + r.error().detail);
-    if (args_->body) {
-      bodies_.push_back(*args_->body);
-    } else {
-      for (std::string line; std::getline(std::cin, line);) bodies_.push_back(std::move(line));
-    }
+    trace_ = trace_from_environment(headers_).value_or(client::TraceContext{});  // a traced script's, continued
     return {};
   }
 
+  // Standard input is read once the topology is there, each line put as soon as it is read
+  // (as publish does): a producer that writes slowly, or never ends, is put as it goes, and
+  // a stop finds little read and not yet confirmed.
   void start() override {
     if (auto ok = make_queue(); !ok) return fail("", ok.error(), exit_usage);
     queue_->declare([this](Result<void> r) {
       if (!r) return fail("declare " + queue_->queue(), r.error());
-      if (bodies_.empty()) return finish();
-      for (std::size_t i = 0; i < bodies_.size(); ++i)
-        queue_->put({.body = bodies_[i], .headers = headers_}, [this, i](Result<void> r) {
-          if (!r) return fail("message " + std::to_string(i + 1), r.error());
-          if (++confirmed_ == bodies_.size()) finish();
-        });
+      if (stopping()) return;
+      if (!args_->body) lines_.emplace(driver(), [this] { put_more(); });
+      put_more();
     });
   }
 
+  // The next body: --body once, else the next line; nothing when none is there (yet).
+  std::optional<std::string> next_body() {
+    if (args_->body) {
+      if (sent_ > 0) {
+        input_done_ = true;
+        return std::nullopt;
+      }
+      return *args_->body;
+    }
+    std::string line;
+    switch (lines_->take(line)) {
+      case StdinLines::Take::line: return line;
+      case StdinLines::Take::end: input_done_ = true; return std::nullopt;
+      case StdinLines::Take::later: return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  void put_more() {
+    while (!failed() && !input_done_ && !stopping() && sent_ - settled_ < window) {
+      auto body = next_body();
+      if (!body) break;
+      const std::uint64_t number = ++sent_;
+      queue_->put({.body = *body, .headers = headers_, .trace = trace_}, [this, number](Result<void> r) { put_done(number, r); });
+    }
+    if (input_done_ && settled_ == sent_ && !failed() && !stopping()) finish();
+  }
+
+  void put_done(std::uint64_t number, const Result<void>& r) {
+    ++settled_;
+    if (r) ++ok_;
+    if (stopping()) {
+      if (settled_ == sent_) close_then_die();
+      return;
+    }
+    if (!r) return fail("message " + std::to_string(number), r.error());
+    put_more();
+  }
+
+  // SIGTERM or SIGINT: nothing more is read or put; what was put has the stop's deadline to
+  // be confirmed, then the stop line says what was not.
+  void on_stop_signal(int signal) override {
+    if (!begin_stop(signal)) return stopped_now();
+    if (settled_ == sent_) close_then_die();
+  }
+
+  [[nodiscard]] std::string unfinished() const override {
+    if (args_->body) return "1 message(s), " + std::to_string(1 - ok_) + " not confirmed";
+    const std::uint64_t read = lines_ ? lines_->lines_read() : 0;  // none before it connected
+    return std::to_string(read) + " line(s) read, " + std::to_string(read - ok_) + " not confirmed";
+  }
+
   wire::FieldTable headers_;
-  std::vector<std::string> bodies_;
-  std::size_t confirmed_ = 0;
+  client::TraceContext trace_;
+  std::optional<StdinLines> lines_;
+  std::uint64_t sent_ = 0, settled_ = 0, ok_ = 0;
+  bool input_done_ = false;
 };
 
 class RunJob final : public WorkJob {
@@ -138,8 +191,9 @@ class RunJob final : public WorkJob {
     return {};
   }
 
+  [[nodiscard]] bool worker() const override { return true; }
+
   void start() override {
-    if (stopping_) return finish();  // stopped while connecting
     if (auto ok = make_queue(); !ok) return fail("", ok.error(), exit_usage);
     if (args_->timeout_s) {
       deadline_ = driver().timer([this] { timed_out(); });
@@ -152,16 +206,18 @@ class RunJob final : public WorkJob {
                     });
   }
 
-  // SIGTERM or SIGINT: stop consuming (the consumer's channel closes, so the broker takes
-  // back every unsettled message at once), send SIGTERM to the running commands' process
-  // groups, SIGKILL whatever is left after the grace, settle nothing more, exit 0 once every
-  // command has ended. A second signal kills the commands at once.
+  // SIGTERM or SIGINT: nothing new is started, and each running command's process group gets
+  // SIGTERM (SIGKILL after the grace, or at once on a second signal). The subscription and its
+  // channel stay open meanwhile: closing them would hand the running commands' messages to
+  // another worker while they still run. Each running message is settled by its command's end
+  // (exit 0: done, as ever; anything else: left unsettled, no attempt counted, since the stop
+  // may be why it failed), and once none runs the run ends with exit 0 and the broker takes
+  // back whatever is unsettled, a message delivered after the stop included.
   void on_stop_signal(int) override {
     if (stopping_) return shell::kill_running();
     if (done_ || failed()) return;
     stopping_ = true;
     if (deadline_) deadline_->cancel();
-    worker_.reset();
     shell::terminate_running();
     if (in_flight_ == 0) return finish();
     grace_ = driver().timer([] { shell::kill_running(); });
@@ -211,7 +267,11 @@ class RunJob final : public WorkJob {
 
   void finished(const std::shared_ptr<messaging::WorkItem>& item, const shell::Outcome& r) {
     --in_flight_;
-    if (stopping_) {  // handed back unsettled, whatever it did
+    if (stopping_) {  // only a success settles; anything else goes back as it came
+      if (r.failure.empty() && r.exit_status == 0 && !done_ && !failed()) {
+        if (auto ok = item->done(); !ok) unsettled("ack", *item, ok.error());
+        else print("done", *item);
+      }
       if (in_flight_ == 0) {
         if (grace_) grace_->cancel();
         finish();

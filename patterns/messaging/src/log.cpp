@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "held_trace.hpp"
 #include "names.hpp"
 
 namespace warren::messaging {
@@ -152,19 +153,21 @@ void Log::declared(client::Callback<void> then) {
   declare(std::move(then));
 }
 
-void Log::append(std::string_view body_view, client::Callback<std::uint64_t> done) {
-  auto body = std::make_shared<std::string>(body_view);
+void Log::append(const AppendOptions& options, client::Callback<std::uint64_t> done) {
+  auto body = std::make_shared<std::string>(options.body);
+  auto trace = detail::hold(options.trace);
   auto self = shared_from_this();
-  declared([self, body, done](Result<void> r) {
+  declared([self, body, trace, done](Result<void> r) {
     if (!r) return done(r.error());
     auto id = std::make_shared<std::string>(self->layer_->make_uuid());
-    self->layer_->control_channel([self, body, id, done](Result<client::Channel> ch) {
+    self->layer_->control_channel([self, body, trace, id, done](Result<client::Channel> ch) {
       if (!ch) return done(ch.error());
       const std::string exchange = self->layer_->direct_exchange();
       ch->publish({.exchange = exchange,
                    .routing_key = self->queue_,
                    .mandatory = true,
-                   .properties = {.delivery_mode = client::persistent, .message_id = *id}},
+                   .properties = {.delivery_mode = client::persistent, .message_id = *id},
+                   .trace = trace->context},
                   client::as_bytes(*body), [self, id, done](Result<engine::PublishOutcome> sent) {
                     if (!sent) return done(sent.error());
                     // The extra round trip: read the last chunk back and find this entry in it.

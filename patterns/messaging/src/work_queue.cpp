@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "held_trace.hpp"
 #include "names.hpp"
 #include "warren/client/owned_publish.hpp"
 #include "warren/client/session.hpp"
@@ -258,8 +259,9 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
   auto id = std::make_shared<std::string>(options.message_id.empty() ? layer_->make_uuid() : std::string(options.message_id));
   auto body = std::make_shared<std::string>(options.body);
   auto timeout = options.timeout;
+  auto trace = detail::hold(options.trace);
   std::weak_ptr<WorkQueue> weak = weak_from_this();
-  auto publish = [weak, headers, id, body, timeout, done](Result<client::Channel> ch) {
+  auto publish = [weak, headers, id, body, timeout, trace, done](Result<client::Channel> ch) {
     auto self = weak.lock();
     if (!self) return done(make_error(errc::invalid_argument, "the work queue is gone"));
     if (!ch) return done(ch.error());
@@ -268,7 +270,8 @@ void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {
                  .routing_key = self->queue_,
                  .mandatory = true,
                  .properties = {.headers = wire::TableRef(*headers), .delivery_mode = client::persistent, .message_id = *id},
-                 .timeout = timeout},
+                 .timeout = timeout,
+                 .trace = trace->context},
                 client::as_bytes(*body), [done](Result<engine::PublishOutcome> r) {
                   if (!r) return done(r.error());
                   done(Result<void>());

@@ -54,7 +54,11 @@ Record record_without_headers(const client::Message& message) {
   return r;
 }
 
-client::Properties properties_of(const Metadata& m, const wire::FieldTable& headers) {
+bool carries_user_id(std::string_view user_id, std::string_view login_user) noexcept {
+  return !login_user.empty() && user_id == login_user;
+}
+
+client::Properties properties_of(const Metadata& m, const wire::FieldTable& headers, std::string_view login_user) {
   client::Properties p;
   p.content_type = view(m.content_type);
   p.content_encoding = view(m.content_encoding);
@@ -67,9 +71,9 @@ client::Properties properties_of(const Metadata& m, const wire::FieldTable& head
   p.message_id = view(m.message_id);
   p.timestamp = m.timestamp;
   p.type = view(m.type);
-  // Not user_id: RabbitMQ refuses (406, closing the channel) a publish whose user_id is not
-  // the publishing connection's own user, so a record republished by the pipeline's
-  // connection must not claim its source's publisher. The stage still sees it (metadata).
+  // Another user's user_id would make RabbitMQ refuse the publish (406, closing the channel):
+  // the record must not claim its source's publisher, and the stage still sees it (metadata).
+  if (m.user_id && carries_user_id(*m.user_id, login_user)) p.user_id = view(m.user_id);
   p.app_id = view(m.app_id);
   return p;
 }

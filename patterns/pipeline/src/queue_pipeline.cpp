@@ -245,7 +245,11 @@ void QueuePipeline::publish_record(Record& r, StageDone done) {
     return done({.error = RecordError{"warren::pipeline", "the source channel closed; the broker redelivers the message"}});
   const DestinationOptions& d = *options_.destination;
   const std::string key = d.route ? d.route(r) : d.routing_key;
-  const client::Properties props = properties_of(r.metadata, r.headers);
+  // Another user's user_id cannot travel (properties_of leaves it out): named in a header.
+  if (r.metadata.user_id && !carries_user_id(*r.metadata.user_id, options_.login_user) &&
+      !r.headers.find(envelope::original_user_id))
+    r.headers.set(std::string(envelope::original_user_id), *r.metadata.user_id);
+  const client::Properties props = properties_of(r.metadata, r.headers, options_.login_user);
   std::weak_ptr<QueuePipeline> weak = weak_from_this();
   publisher_.publish({.exchange = d.exchange, .routing_key = key, .mandatory = d.mandatory, .properties = props,
                       .timeout = d.timeout},
@@ -276,9 +280,13 @@ void QueuePipeline::dead_letter(std::uint64_t id, const Finished& f) {
   // dead-letter queue. The envelope names it instead.
   const std::optional<std::string_view> expiration = base.expiration;
   base.expiration.reset();
-  // Nor its user_id: the broker refuses one that is not this connection's user. Named instead.
-  const std::optional<std::string_view> user_id = base.user_id;
-  base.user_id.reset();
+  // Nor another user's user_id: the broker refuses one that is not this connection's user.
+  // Named instead. The connection's own travels as it is.
+  std::optional<std::string_view> user_id;
+  if (base.user_id && !carries_user_id(*base.user_id, options_.login_user)) {
+    user_id = base.user_id;
+    base.user_id.reset();
+  }
   RecordError error = f.error.value_or(RecordError{});
   const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
   EnvelopeFacts facts{.pipeline = options_.core.name,

@@ -18,14 +18,19 @@ namespace warren::messaging {
 // PutOptions copied.
 struct KeptPut {
   explicit KeptPut(const PutOptions& o)
-      : body(o.body), headers(o.headers.to_table()), message_id(o.message_id), timeout(o.timeout) {}
+      : body(o.body), headers(o.headers.to_table()), message_id(o.message_id), timeout(o.timeout), trace(o.trace),
+        tracestate(o.trace.tracestate) {}
   [[nodiscard]] PutOptions view() const {
-    return {.body = body, .headers = headers, .message_id = message_id, .timeout = timeout};
+    client::TraceContext context = trace;
+    context.tracestate = tracestate;
+    return {.body = body, .headers = headers, .message_id = message_id, .timeout = timeout, .trace = context};
   }
   std::string body{};
   client::FieldTable headers{};
   std::string message_id{};
   std::optional<engine::Duration> timeout{};
+  client::TraceContext trace{};  // its tracestate is viewed only from `tracestate`, in view()
+  std::string tracestate{};
 };
 
 // RetryOptions copied, as KeptPut.

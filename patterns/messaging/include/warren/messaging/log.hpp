@@ -67,6 +67,13 @@ struct ReadOptions {
   std::size_t max_entries = 1000;  // a page holds at most this many (then it is incomplete)
 };
 
+struct AppendOptions {
+  std::string_view body{};
+  // The caller's trace context, written into the entry's headers as Publish::trace writes it;
+  // none: the entry carries none.
+  client::TraceContext trace{};
+};
+
 class LogTail;
 
 class Log : public std::enable_shared_from_this<Log> {
@@ -76,7 +83,8 @@ class Log : public std::enable_shared_from_this<Log> {
   [[nodiscard]] client::Driver& driver() const { return layer_->driver(); }  // the loop it runs on
 
   void declare(client::Callback<void> done);  // idempotent
-  void append(std::string_view body, client::Callback<std::uint64_t> offset);
+  void append(std::string_view body, client::Callback<std::uint64_t> offset) { append({.body = body}, std::move(offset)); }
+  void append(const AppendOptions& options, client::Callback<std::uint64_t> offset);
   // The highest offset now (nullopt: empty).
   void tip(client::Callback<std::optional<std::uint64_t>> done);
   void read(ReadOptions options, client::Callback<Page> done);

@@ -52,6 +52,9 @@ struct PutOptions {
   client::Arguments headers{};      // x-warren-attempt is set to 1
   std::string_view message_id{};    // empty: a fresh UUID
   std::optional<engine::Duration> timeout{};  // the confirm's deadline; unset: the channel's
+  // The caller's trace context, written into the message's headers as Publish::trace writes
+  // it (in place of a traceparent in `headers`); none: the headers go as they are.
+  client::TraceContext trace{};
 };
 
 struct WorkerOptions {

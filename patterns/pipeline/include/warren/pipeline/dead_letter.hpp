@@ -27,8 +27,9 @@ inline constexpr std::string_view pipeline = "x-pipeline-name";
 // none, or the record would expire in the dead-letter queue (RabbitMQ's own dead-lettering
 // drops it too).
 inline constexpr std::string_view original_expiration = "x-pipeline-original-expiration";
-// The source's user_id, when it had one: the envelope carries none (RabbitMQ refuses a publish
-// whose user_id is not the publishing connection's user).
+// The source's user_id when it was another user's than the one the pipeline's connection
+// logged in as: RabbitMQ refuses (406) a publish whose user_id is not the publishing
+// connection's user, so the envelope (and a record's output) carries none and names it here.
 inline constexpr std::string_view original_user_id = "x-pipeline-original-user-id";
 }  // namespace envelope
 
@@ -41,7 +42,7 @@ struct EnvelopeFacts {
   std::uint32_t attempt = 1;
   std::uint64_t failed_at_s = 0;  // POSIX seconds
   std::optional<std::string_view> expiration{};  // the source's per-message TTL, if any
-  std::optional<std::string_view> user_id{};     // the source's user_id, if any
+  std::optional<std::string_view> user_id{};     // the source's user_id, if it cannot travel
 };
 
 // The envelope's headers, so that `base` (the source's properties, headers replaced by these)

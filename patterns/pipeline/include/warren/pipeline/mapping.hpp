@@ -15,9 +15,15 @@ namespace warren::pipeline {
 // The same without its headers, for a delivery whose headers cannot be decoded.
 [[nodiscard]] Record record_without_headers(const client::Message& message);
 
-// The basic properties to publish `metadata` with, headers included, user_id left out (the
-// publishing connection cannot vouch for another user's). Views into `metadata` and
-// `headers`: keep both alive for the publish call (it copies the frames).
-[[nodiscard]] client::Properties properties_of(const Metadata& metadata, const wire::FieldTable& headers);
+// The basic properties to publish `metadata` with, headers included. Its user_id goes along
+// only when carries_user_id() says so. Views into `metadata` and `headers`: keep both alive
+// for the publish call (it copies the frames).
+[[nodiscard]] client::Properties properties_of(const Metadata& metadata, const wire::FieldTable& headers,
+                                               std::string_view login_user);
+
+// Whether a republish may carry `user_id`: RabbitMQ accepts one only when it is the user the
+// publishing connection logged in as (`login_user`; empty when not known, as with EXTERNAL),
+// and refuses any other with a 406 that closes the channel.
+[[nodiscard]] bool carries_user_id(std::string_view user_id, std::string_view login_user) noexcept;
 
 }  // namespace warren::pipeline

@@ -58,6 +58,11 @@ struct QueuePipelineOptions {
   SourceOptions source{};
   std::optional<DestinationOptions> destination{};  // unset: the stages are the end
   std::optional<DeadLetterOptions> dead_letter{};   // where dead-lettered records are published
+  // The user the connection logged in as (a URL's user; empty when not known, as with
+  // EXTERNAL). A source message's user_id that is this user is kept in what the pipeline
+  // publishes (output and envelope); any other is moved to the x-pipeline-original-user-id
+  // header (dead_letter.hpp), since RabbitMQ refuses a publish that claims another user.
+  std::string login_user{};
   bool native_dead_letter = false;  // dead-lettered: nack without requeue, the queue's own DLX
   FailureSettle on_requeued = FailureSettle::requeue;
   // A requeued outcome's nack is held back this long (0: at once). The delivery keeps its
