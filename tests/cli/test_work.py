@@ -45,6 +45,12 @@ class Work(unittest.TestCase):
     def depth(self, queue):
         return self.channel.queue_declare(queue, passive=True).method.message_count
 
+    def consumers(self, queue):
+        # From the broker's list of consumers: a quorum queue's declare-ok and its list_queues
+        # count do not say when one was cancelled.
+        out = subprocess.run([CTL, "-q", "list_consumers", "queue_name"], capture_output=True, text=True).stdout
+        return out.split().count(queue)
+
     def lines(self, out):
         # "done <id> attempt=<n>" → ("done", "attempt=<n>"); the id is a fresh UUID per message
         return [(w[0], w[2]) for w in (line.split(" ") for line in out.splitlines())]
@@ -176,6 +182,33 @@ class Work(unittest.TestCase):
         with open(log) as f:
             self.assertEqual(f.read().splitlines(), ["A start", "A end", "B start", "B end"])
         self.assertEqual(self.lines(out_b.decode()), [("done", "attempt=1")])
+
+    def test_a_stopping_worker_takes_nothing_new(self):
+        # A is stopping (its command traps TERM and takes 4 s to end) with a prefetch slot free:
+        # an item put meanwhile is not delivered to it to sit there until it leaves, but waits in
+        # the queue for B, which runs it while A's command still ends.
+        q = "stopping"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "first"))
+        log = f"/tmp/{self.prefix}.stopping"
+        self.addCleanup(lambda: os.path.exists(log) and os.remove(log))
+        slow = f"echo 'A start' >> {log}; trap 'sleep 4; echo \"A end\" >> {log}; exit 0' TERM; while :; do sleep 0.05; done"
+        a = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--prefetch", "2", "--exec", slow,
+                              "--url", URL], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: a.poll() is None and a.kill())
+        self.wait_for(lambda: os.path.exists(log), "A never started the first item")
+        a.send_signal(signal.SIGTERM)
+        self.wait_for(lambda: self.consumers(f"{self.prefix}.{q}") == 0, "A still consumes after the stop")
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "second"))
+        b = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--exec",
+                              f"echo \"B $(cat)\" >> {log}", "--count", "1", "--timeout", "20", "--url", URL],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: b.poll() is None and b.kill())
+        out_b, err_b = b.communicate(timeout=30)
+        out_a, err_a = a.communicate(timeout=30)
+        self.assertEqual((b.returncode, a.returncode), (0, 0), err_a + err_b)
+        with open(log) as f:
+            self.assertEqual(f.read().splitlines(), ["A start", "B second", "A end"])
+        self.assertEqual(self.lines(out_a.decode()), [("done", "attempt=1")])
 
     def test_a_command_that_ends_well_on_sigterm_is_done(self):
         # A command that traps TERM, finishes its work and exits 0 did its work: acked, its

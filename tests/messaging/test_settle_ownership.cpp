@@ -125,6 +125,33 @@ TEST_F(SettleOwnership, a_callback_that_rejects_or_nacks_the_view_itself_is_not_
   EXPECT_EQ(queued("warren.group.billing"), 0u);
 }
 
+// A member that stops consuming (a worker on its way out) gets nothing new, and still settles
+// what it took: its channel stays open until it cancels.
+TEST_F(SettleOwnership, a_member_that_stops_consuming_settles_what_it_took_and_the_rest_goes_to_another) {
+  std::deque<client::Message> taken;
+  std::vector<std::string> other;
+  auto leaving = member("billing", 5, [&](const client::Delivery& d) { taken.push_back(d.take()); });
+  ASSERT_TRUE(leaving);
+  send_all("billing", 1);
+  ASSERT_EQ(taken.size(), 1u);
+  bool stopped = false;
+  leaving->stop_consuming([&](Result<void> r) { stopped = r.ok(); });
+  driver.run();
+  EXPECT_TRUE(stopped);
+  EXPECT_TRUE(leaving->over());
+  auto staying = member("billing", 5, [&](const client::Delivery& d) { other.emplace_back(d.body_text()); });
+  send_all("billing", 3);
+  EXPECT_EQ(taken.size(), 1u) << "nothing new for a member that stopped consuming";
+  EXPECT_EQ(other.size(), 3u);
+  EXPECT_TRUE(taken.front().ack().ok()) << "its channel is still open for the settle";
+  driver.run();
+  bool closed = false;
+  leaving->cancel([&](Result<void> r) { closed = r.ok(); });
+  driver.run();
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(queued("warren.group.billing"), 0u);
+}
+
 TEST_F(SettleOwnership, an_inbox_that_keeps_copies_receives_past_its_prefetch) {
   std::vector<client::Message> kept;
   std::shared_ptr<Inbox> inbox;

@@ -203,6 +203,9 @@ class RunJob final : public WorkJob {
                     [this](Result<std::shared_ptr<messaging::Subscription>> s) {
                       if (!s) return fail("work run " + queue_->queue(), s.error());
                       worker_ = *s;
+                      // Stopped while the consume was on its way (its first deliveries can come
+                      // before this answer): it stops consuming now.
+                      if (stopping_) worker_->stop_consuming(nullptr);
                     });
   }
 
@@ -218,6 +221,9 @@ class RunJob final : public WorkJob {
     if (done_ || failed()) return;
     stopping_ = true;
     if (deadline_) deadline_->cancel();
+    // No more deliveries (basic.cancel), the channel kept for the running commands' settles:
+    // a message put meanwhile goes to another worker, not to this one on its way out.
+    if (worker_) worker_->stop_consuming(nullptr);
     shell::terminate_running();
     if (in_flight_ == 0) return finish();
     grace_ = driver().timer([] { shell::kill_running(); });
@@ -225,7 +231,8 @@ class RunJob final : public WorkJob {
   }
 
   void handle(messaging::WorkItem item) {
-    if (done_ || failed() || stopping_) return;  // past the count or stopping: left unsettled, requeued when we close
+    if (stopping_) return (void)item.release();  // delivered before our cancel: back at once, no attempt counted
+    if (done_ || failed()) return;  // past the count: left unsettled, requeued when we close
     ++in_flight_;
     auto shared = std::make_shared<messaging::WorkItem>(std::move(item));
     std::vector<std::pair<std::string, std::string>> env{{"WARREN_ATTEMPT", std::to_string(shared->attempt())},

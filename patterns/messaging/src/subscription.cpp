@@ -40,7 +40,11 @@ void Subscription::subscribe() {
                                            .arguments = arguments, .stream = self->spec_.stream};
       ch.consume(options,
                  [weak](const client::Delivery& d) {
-                   if (auto self = weak.lock(); self && !self->over_) self->spec_.on_delivery(d);
+                   auto self = weak.lock();
+                   if (self && !self->over_) return self->spec_.on_delivery(d);
+                   // Sent before our basic.cancel reached the broker: back to the queue at once
+                   // rather than held until the channel closes (a stream's are only ever acked).
+                   if (self && self->stopped_ && !self->spec_.stream) (void)d.nack({.requeue = true});
                  },
                  [weak](Result<client::Consumer> c) {
                    auto self = weak.lock();
@@ -121,6 +125,13 @@ void Subscription::end(const Error& cause) {
 }
 
 void Subscription::cancel(client::Callback<void> done) {
+  if (stopped_ && channel_.is_open()) {  // stop_consuming() kept the channel for the settles
+    stopped_ = false;
+    auto ch = channel_;
+    return ch.close([done](Result<void>) {
+      if (done) done(Result<void>());
+    });
+  }
   if (over_) {
     if (auto layer = layer_.lock()) return layer->driver().post([done] { if (done) done(Result<void>()); });
     if (done) done(Result<void>());
@@ -136,6 +147,19 @@ void Subscription::cancel(client::Callback<void> done) {
     ch.close([done](Result<void>) {
       if (done) done(Result<void>());
     });
+  });
+}
+
+void Subscription::stop_consuming(client::Callback<void> done) {
+  if (over_) {
+    if (auto layer = layer_.lock()) return layer->driver().post([done] { if (done) done(Result<void>()); });
+    if (done) done(Result<void>());
+    return;
+  }
+  end(make_error(errc::consumer_cancelled, "stopped consuming"));
+  stopped_ = true;
+  consumer_.cancel([done](Result<void>) {
+    if (done) done(Result<void>());
   });
 }
 

@@ -52,6 +52,11 @@ class Subscription : public std::enable_shared_from_this<Subscription> {
   [[nodiscard]] client::Driver& driver() const noexcept { return driver_; }
   // basic.cancel (unread deliveries go back to the queue) and the channel closed.
   void cancel(client::Callback<void> done);
+  // basic.cancel only: nothing more is delivered (unread deliveries go back to the queue) and
+  // the subscription is over, but its channel stays open, so what was handed out can still be
+  // settled (a worker finishing what it runs before it leaves); cancel() or dropping the
+  // subscription closes the channel then.
+  void stop_consuming(client::Callback<void> done);
   // The connection is gone: over for good, nothing reopened.
   void end(const Error& cause);
 
@@ -73,6 +78,7 @@ class Subscription : public std::enable_shared_from_this<Subscription> {
   std::uint32_t resubscribed_ = 0;
   bool consuming_ = false;
   bool over_ = false;
+  bool stopped_ = false;  // stop_consuming(): over, its channel kept for the settles
   bool reported_ = false;  // this episode's consumer.closed was logged
 };
 
