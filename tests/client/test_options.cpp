@@ -24,7 +24,11 @@ static_assert(all_views<ExchangeDeclareOptions, ExchangeDeleteOptions, ExchangeB
 static_assert(all_views<ConnectOptions, EngineOptionsView>,
               "async_connect's inline form owns nothing, for GCC 12's bitwise copy in a co_await");
 
-// The number of fields of an aggregate: the most initializers `T{...}` takes.
+}  // namespace
+// The number of fields of an aggregate: the most initializers `T{...}` takes. Outside the
+// unnamed namespace: a conversion declared and only named in unevaluated contexts, which
+// clang warns of when its linkage is internal.
+namespace field_counting {
 struct AnyField {
   template <class T>
   operator T() const;  // NOLINT: only ever named in an unevaluated context
@@ -34,6 +38,9 @@ constexpr std::size_t field_count() {
   if constexpr (requires { T{Fields{}..., AnyField{}}; }) return field_count<T, Fields..., AnyField>();
   else return sizeof...(Fields);
 }
+}  // namespace field_counting
+namespace {
+using field_counting::field_count;
 // The view and the owned form have the same fields (a field added to one is added to both,
 // and to connect_options.cpp's two conversions, which the round trip below checks).
 static_assert(field_count<ConnectOptions>() == field_count<ClientOptions>());
