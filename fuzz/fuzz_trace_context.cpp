@@ -13,6 +13,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto newline = text.find('\n');
   const auto parent = text.substr(0, newline);
   const auto state = newline == std::string_view::npos ? std::string_view{} : text.substr(newline + 1);
+  // A tracestate the W3C grammar accepts is within its limits and holds no control byte.
+  if (warren::client::valid_tracestate(state)) {
+    if (state.size() > 512) std::abort();
+    for (const char ch : state)
+      if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t') std::abort();
+  }
   const auto c = TraceContext::parse(parent, state);
   if (!c) return 0;
   if (!c->valid() || c->tracestate != state) std::abort();

@@ -123,4 +123,52 @@ TraceContext TraceContext::new_root() {
   return c;
 }
 
+namespace {
+
+bool key_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*' || c == '/'; }
+
+// simple-key: lcalpha 0*255(key chars); multi-tenant: (lcalpha / digit) 0*240(...) "@" lcalpha 0*13(...).
+bool valid_key(std::string_view key) {
+  const auto at = key.find('@');
+  auto part = [](std::string_view p, std::size_t max, bool digit_first) {
+    if (p.empty() || p.size() > max) return false;
+    const char first = p.front();
+    if (!((first >= 'a' && first <= 'z') || (digit_first && first >= '0' && first <= '9'))) return false;
+    for (char c : p)
+      if (!key_char(c)) return false;
+    return true;
+  };
+  if (at == std::string_view::npos) return part(key, 256, false);
+  return part(key.substr(0, at), 241, true) && part(key.substr(at + 1), 14, false);
+}
+
+// 0*255(chr) nblk-chr: chr is space or nblk-chr (%x21-2B / %x2D-3C / %x3E-7E).
+bool valid_value(std::string_view value) {
+  if (value.empty() || value.size() > 256 || value.back() == ' ') return false;
+  for (char c : value)
+    if (c < 0x20 || c > 0x7E || c == ',' || c == '=') return false;
+  return true;
+}
+
+}  // namespace
+
+bool valid_tracestate(std::string_view tracestate) noexcept {
+  if (tracestate.size() > 512) return false;
+  std::size_t members = 0;
+  while (true) {
+    const auto comma = tracestate.find(',');
+    std::string_view member = tracestate.substr(0, comma);
+    // Optional whitespace around a member; an empty member is allowed (and not counted).
+    while (!member.empty() && (member.front() == ' ' || member.front() == '\t')) member.remove_prefix(1);
+    while (!member.empty() && (member.back() == ' ' || member.back() == '\t')) member.remove_suffix(1);
+    if (!member.empty()) {
+      const auto eq = member.find('=');
+      if (eq == std::string_view::npos || !valid_key(member.substr(0, eq)) || !valid_value(member.substr(eq + 1))) return false;
+      if (++members > 32) return false;
+    }
+    if (comma == std::string_view::npos) return true;
+    tracestate.remove_prefix(comma + 1);
+  }
+}
+
 }  // namespace warren::client

@@ -117,7 +117,6 @@ TEST(Json, AMessageWithoutPropertiesHasEmptyObjects) {
   const std::string body = "\x80not utf-8";
   m.body = std::as_bytes(std::span{body.data(), body.size()});
   auto j = message_json(m);
-  ASSERT_TRUE(j.ok());
-  EXPECT_EQ(j->dump(), R"({"body_base64":"gG5vdCB1dGYtOA==","exchange":"ex","routing_key":"rk","redelivered":true,)"
+  EXPECT_EQ(j.dump(), R"({"body_base64":"gG5vdCB1dGYtOA==","exchange":"ex","routing_key":"rk","redelivered":true,)"
                        R"("delivery_tag":7,"properties":{},"headers":{}})");
 }

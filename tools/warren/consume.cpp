@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "message_json.hpp"
+#include "untrusted_text.hpp"
 
 namespace warren::cli {
 namespace {
@@ -21,6 +22,7 @@ struct ConsumeArgs {
   bool no_ack = false;
   std::optional<double> timeout_s;
   bool json = false;
+  bool raw = false;  // the body's bytes even on a terminal
 };
 
 class ConsumeJob final : public Job {
@@ -60,17 +62,9 @@ class ConsumeJob final : public Job {
 
   bool print(const engine::Message& m) {
     if (args_->json) {
-      auto json = message_json(m);
-      if (!json.ok()) {
-        fail("message " + std::to_string(m.delivery_tag), json.error());
-        return false;
-      }
-      // Text stays UTF-8 (no \u escapes); a byte that is not UTF-8 is replaced, never thrown on.
-      constexpr bool ensure_ascii = false;
-      std::cout << json->dump(-1, ' ', ensure_ascii, Json::error_handler_t::replace) << '\n';
+      std::cout << json_line(message_json(m)) << '\n';
     } else {
-      std::cout.write(reinterpret_cast<const char*>(m.body.data()), static_cast<std::streamsize>(m.body.size()));
-      std::cout << '\n';
+      std::cout << shown_body({reinterpret_cast<const char*>(m.body.data()), m.body.size()}, args_->raw) << '\n';
     }
     std::cout.flush();
     return true;
@@ -158,6 +152,7 @@ void add_consume(CLI::App& app, Runner& run) {
   cmd->add_flag("--no-ack", args->no_ack, "the broker forgets each message once sent (at most once)");
   cmd->add_option("--timeout", args->timeout_s, "exit 1 when this many seconds pass first (counted from the start)");
   cmd->add_flag("--json", args->json, "one JSON object per message: body, exchange, routing_key, ... headers");
+  cmd->add_flag("--raw", args->raw, "write each body's bytes as they are, even on a terminal (where they are escaped)");
   cmd->callback([&run, args] { run = [args] { return ConsumeJob(args).run(); }; });
 }
 

@@ -111,6 +111,10 @@ class Job {
   [[nodiscard]] const std::shared_ptr<client::Metrics>& metrics() const noexcept { return metrics_; }
   // What --log-level prints to (null when off): a command's layers report there too.
   [[nodiscard]] const std::shared_ptr<client::Observer>& records() const noexcept { return records_; }
+  // One record of the command's own there (a warning about what it would not pass on, say).
+  void record(std::string_view name, client::Level level, std::string_view subject) const {
+    if (records_) records_->on_record(client::Record{.name = name, .level = level, .subject = subject});
+  }
   // Opens one more connection to the same URLs (perf: one per producer and consumer).
   void connect_another(client::Callback<std::shared_ptr<client::Connection>> done);
   // The same with options of its own (e.g. a consumer's read batching), not options()'s.

@@ -9,6 +9,7 @@
 #include "message_json.hpp"
 #include "stdin_lines.hpp"
 #include "trace_environment.hpp"
+#include "untrusted_text.hpp"
 #include "warren/messaging/log.hpp"
 
 namespace warren::cli {
@@ -24,6 +25,7 @@ struct LogArgs {
   std::uint64_t count = 0;  // 0: no limit
   bool follow = false;
   bool json = false;
+  bool raw = false;  // the body's bytes even on a terminal
 };
 
 class LogJob : public Job {
@@ -147,19 +149,14 @@ class ReadJob final : public LogJob {
 
   bool print(const engine::Message& m, std::uint64_t offset) {
     if (args_->json) {
-      auto json = message_json(m);
-      if (!json.ok()) {
-        fail("entry " + std::to_string(offset), json.error());
-        return false;
-      }
       Json out;
       out["offset"] = offset;
-      for (auto& [k, v] : json->items()) out[k] = v;
-      std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+      const Json entry = message_json(m);  // named: a range-for would not keep a temporary alive
+      for (auto& [k, v] : entry.items()) out[k] = v;
+      std::cout << json_line(out) << '\n';
     } else {
-      std::cout << offset << '\t';
-      std::cout.write(reinterpret_cast<const char*>(m.body.data()), static_cast<std::streamsize>(m.body.size()));
-      std::cout << '\n';
+      std::cout << offset << '\t' << shown_body({reinterpret_cast<const char*>(m.body.data()), m.body.size()}, args_->raw)
+                << '\n';
     }
     std::cout.flush();
     ++printed_;
@@ -275,6 +272,7 @@ void add_log(CLI::App& app, Runner& run) {
   r->add_option("--count", read->count, "exit 0 after this many entries");
   r->add_flag("--follow", read->follow, "after the tip, print entries as they are appended");
   r->add_flag("--json", read->json, "one JSON object per entry, with an offset field");
+  r->add_flag("--raw", read->raw, "write each body's bytes as they are, even on a terminal (where they are escaped)");
   r->callback([&run, read] { run = [read] { return ReadJob(read).run(); }; });
 }
 

@@ -1,6 +1,9 @@
 #include "message_json.hpp"
 
+#include "untrusted_text.hpp"
+
 #include <cstdlib>
+#include <set>
 
 namespace warren::cli {
 namespace {
@@ -30,30 +33,10 @@ std::string decimal_text(const wire::Decimal& d) {
 }  // namespace
 
 bool is_utf8(std::string_view text) noexcept {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  std::size_t n = text.size(), i = 0;
-  while (i < n) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len;
-    std::uint32_t cp;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
-    else return false;
-    if (i + len > n) return false;
-    for (std::size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-      return false;
-    i += len;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto cp = utf8_at(text, i);
+    if (!cp) return false;
+    i += cp->length;
   }
   return true;
 }
@@ -108,13 +91,35 @@ Json field_value_json(const wire::FieldValue& value) {
       value.value);
 }
 
+bool faithful_as_object(const wire::FieldTable& table) {
+  std::set<std::string_view> keys;
+  for (const auto& entry : table.entries)
+    if (!is_utf8(entry.key) || !keys.insert(entry.key).second) return false;
+  return true;
+}
+
+Json field_entries_json(const wire::FieldTable& table) {
+  Json entries = Json::array();
+  for (const auto& entry : table.entries) {
+    Json e = Json::object();
+    if (is_utf8(entry.key)) e["key"] = entry.key;
+    else e["key_base64"] = base64(entry.key);
+    e["value"] = field_value_json(entry.value);
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
 Json field_table_json(const wire::FieldTable& table) {
+  // An object keeps one value per key, and a key must be text: a table with a repeated key or
+  // a key that is not UTF-8 is shown entry by entry instead, in wire order, nothing lost.
+  if (!faithful_as_object(table)) return Json{{"table_entries", field_entries_json(table)}};
   Json object = Json::object();
   for (const auto& entry : table.entries) object[entry.key] = field_value_json(entry.value);
   return object;
 }
 
-Result<Json> message_json(const engine::Message& m) {
+Json message_json(const engine::Message& m) {
   Json out;
   std::string_view body = as_text(m.body);
   if (is_utf8(body)) out["body"] = std::string(body);
@@ -143,13 +148,36 @@ Result<Json> message_json(const engine::Message& m) {
     text("app_id", p->app_id);
     if (p->headers) {
       auto table = p->headers->to_table();
-      if (!table.ok()) return table.error();
-      headers = field_table_json(*table);
+      if (!table.ok()) {
+        // A table warren cannot decode (nested deeper than 64, which RabbitMQ delivers): its
+        // bytes and why, never the end of the stream.
+        const auto bytes = p->headers->encoded();
+        out["properties"] = std::move(properties);
+        out["headers"] = Json::object();
+        out["headers_base64"] = base64(as_text(bytes));
+        out["headers_error"] = table.error().to_string();
+        return out;
+      }
+      if (faithful_as_object(*table)) {
+        headers = field_table_json(*table);
+      } else {
+        // The unique text keys as an object, as ever, and every entry beside it.
+        for (const auto& entry : table->entries)
+          if (is_utf8(entry.key) && !headers.contains(entry.key)) headers[entry.key] = field_value_json(entry.value);
+        out["properties"] = std::move(properties);
+        out["headers"] = std::move(headers);
+        out["header_entries"] = field_entries_json(*table);
+        return out;
+      }
     }
   }
   out["properties"] = std::move(properties);
   out["headers"] = std::move(headers);
   return out;
+}
+
+std::string json_line(const Json& json) {
+  return json_line_escaped(json.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 }  // namespace warren::cli

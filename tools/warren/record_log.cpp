@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "untrusted_text.hpp"
+
 namespace warren::cli {
 namespace {
 
@@ -51,7 +53,9 @@ class RecordLog : public client::Observer {
     if (r.channel != 0) line += " channel " + std::to_string(r.channel);
     if (!r.subject.empty()) line += " '" + std::string(r.subject) + "'";
     if (r.cause) line += ": " + r.cause->to_string();
-    return line;
+    // A subject or a broker's reply text may hold anything a publisher or a peer wrote: one
+    // line, nothing a terminal acts on.
+    return escaped_for_terminal(line);
   }
   static std::string as_json(const client::Record& r) {
     // Every key on every line, so a reader never tests for presence.
@@ -65,7 +69,7 @@ class RecordLog : public client::Observer {
     j["cause"] = r.cause ? nlohmann::ordered_json(r.cause->to_string()) : nlohmann::ordered_json(nullptr);
     j["reply_code"] = r.cause ? r.cause->reply_code : 0;
     // Bytes from the broker need not be UTF-8: replace, never throw.
-    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    return json_line_escaped(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
   }
 
   client::Level level_;
@@ -79,7 +83,7 @@ void print_final_line(const std::string& format, const FinalLine& line) {
   if (!text.empty()) text += ": ";
   text += line.why;
   if (format != "json") {
-    std::fprintf(stderr, "warren: %s\n", text.c_str());
+    std::fprintf(stderr, "warren: %s\n", escaped_for_terminal(text).c_str());
     return;
   }
   nlohmann::ordered_json j;
@@ -91,7 +95,7 @@ void print_final_line(const std::string& format, const FinalLine& line) {
   j["subject"] = std::string(line.what);
   j["cause"] = text;
   j["reply_code"] = line.reply_code;
-  std::fprintf(stderr, "%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+  std::fprintf(stderr, "%s\n", json_line_escaped(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)).c_str());
 }
 
 std::shared_ptr<client::Observer> make_record_log(const std::string& level, const std::string& format) {

@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "trace_environment.hpp"
+#include "untrusted_text.hpp"
 #include "warren/client/rpc.hpp"
 
 namespace warren::cli {
@@ -15,6 +16,7 @@ struct RpcArgs {
   std::uint64_t count = 0;  // serve: 0 = until interrupted
   std::string body;
   double timeout_s = 10;
+  bool raw = false;  // call: the reply's bytes even on a terminal
 };
 
 std::string upper(std::span<const std::byte> bytes) {
@@ -74,7 +76,7 @@ class CallJob final : public Job {
                      if (e.reply_code == 312) return fail_text("rpc call " + args_->queue, returned_line(e), e);
                      return fail("rpc call " + args_->queue, e);
                    }
-                   std::cout << reply->body_text() << std::endl;
+                   std::cout << shown_body(reply->body_text(), args_->raw) << std::endl;
                    finish();
                  });
     });
@@ -104,6 +106,7 @@ void add_rpc(CLI::App& app, Runner& run) {
     cmd->add_option("--queue", args->queue, "the request queue")->required();
     cmd->add_option("--body", args->body, "the request")->required();
     cmd->add_option("--timeout", args->timeout_s, "seconds to wait for the reply (default 10)");
+    cmd->add_flag("--raw", args->raw, "write the reply's bytes as they are, even on a terminal (where they are escaped)");
     cmd->callback([&run, args] { run = [args] { return CallJob(args).run(); }; });
   }
 }

@@ -30,10 +30,19 @@ namespace warren::cli {
   return trace_from_environment();
 }
 
-[[nodiscard]] inline std::vector<std::pair<std::string, std::string>> trace_environment(const client::TraceContext& span) {
-  std::vector<std::pair<std::string, std::string>> env{{"TRACEPARENT", span.traceparent()}};
-  if (!span.tracestate.empty()) env.emplace_back("TRACESTATE", std::string(span.tracestate));
-  return env;
+// The span for a command warren runs: TRACEPARENT, and TRACESTATE only when it is a valid one
+// (client::valid_tracestate): it came from a publisher's header, and a child's environment (a
+// shell's, at that) takes it as it is.
+struct ChildTrace {
+  std::vector<std::pair<std::string, std::string>> environment;
+  bool tracestate_dropped = false;  // there was one, and it was not valid
+};
+[[nodiscard]] inline ChildTrace trace_environment(const client::TraceContext& span) {
+  ChildTrace child{.environment = {{"TRACEPARENT", span.traceparent()}}};
+  if (span.tracestate.empty()) return child;
+  if (client::valid_tracestate(span.tracestate)) child.environment.emplace_back("TRACESTATE", std::string(span.tracestate));
+  else child.tracestate_dropped = true;
+  return child;
 }
 
 }  // namespace warren::cli

@@ -11,6 +11,7 @@
 #include "shell.hpp"
 #include "stdin_lines.hpp"
 #include "trace_environment.hpp"
+#include "untrusted_text.hpp"
 #include "values.hpp"
 #include "warren/messaging/work_queue.hpp"
 
@@ -54,7 +55,8 @@ class WorkJob : public Job {
     // unconfirmed and the message stays in the work queue) but is said on stderr, never among
     // the result lines.
     auto on_event = [](const messaging::Event& e) {
-      if (e.what == "retry-levels") std::cerr << "warren: retry levels of " << e.subject << ": " << describe(e.cause) << '\n';
+      if (e.what == "retry-levels")
+        std::cerr << escaped_for_terminal("warren: retry levels of " + e.subject + ": " + describe(e.cause)) << '\n';
     };
     auto layer = messaging::Messaging::create(
         conn_, {.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()});
@@ -235,12 +237,19 @@ class RunJob final : public WorkJob {
     if (done_ || failed()) return;  // past the count: left unsettled, requeued when we close
     ++in_flight_;
     auto shared = std::make_shared<messaging::WorkItem>(std::move(item));
-    std::vector<std::pair<std::string, std::string>> env{{"WARREN_ATTEMPT", std::to_string(shared->attempt())},
-                                                         {"WARREN_MESSAGE_ID", std::string(shared->message_id())}};
+    std::vector<std::pair<std::string, std::string>> env{{"WARREN_ATTEMPT", std::to_string(shared->attempt())}};
+    // The publisher's message_id goes to a shell: only when it is text without a control
+    // character (at most a short string's 255 bytes, as the protocol has it).
+    const auto id = shared->message_id();
+    if (environment_safe(id, 255)) env.emplace_back("WARREN_MESSAGE_ID", std::string(id));
+    else record("work.message_id_dropped", client::Level::warning, shown_id(id));
     // The command's work is a span under the context the item carried (the carrier convention
     // for processes: TRACEPARENT and TRACESTATE in its environment).
-    if (const auto trace = shared->message().trace())
-      for (auto& variable : trace_environment(trace->child())) env.push_back(std::move(variable));
+    if (const auto trace = shared->message().trace()) {
+      auto child = trace_environment(trace->child());
+      for (auto& variable : child.environment) env.push_back(std::move(variable));
+      if (child.tracestate_dropped) record("work.tracestate_dropped", client::Level::warning, shown_id(id));
+    }
     std::string body(shared->body());
     auto& d = driver();
     {
@@ -258,9 +267,15 @@ class RunJob final : public WorkJob {
     }).detach();
   }
 
+  // A message_id as one field of a result line: "-" when there is none, quoted and escaped
+  // when it could break the line (untrusted_text.hpp; a literal "-" is quoted too).
+  static std::string shown_id(std::string_view id) {
+    if (id.empty()) return "-";
+    return id == "-" ? std::string("\"-\"") : line_field(id);
+  }
+
   void print(std::string_view outcome, const messaging::WorkItem& item) {
-    const auto id = item.message_id().empty() ? std::string_view("-") : item.message_id();
-    std::cout << outcome << ' ' << id << " attempt=" << item.attempt() << '\n';
+    std::cout << outcome << ' ' << shown_id(item.message_id()) << " attempt=" << item.attempt() << '\n';
     std::cout.flush();
   }
 
@@ -298,7 +313,7 @@ class RunJob final : public WorkJob {
     }
     // The line and attempt are printed from what the item was, before retry() moves it on.
     const auto attempt = item->attempt();
-    const std::string id(item->message_id().empty() ? "-" : item->message_id());
+    const std::string id = shown_id(item->message_id());
     client::FieldTable extra{{"x-warren-exit-status", static_cast<std::int64_t>(r.exit_status)}};
     item->retry({.error = r.last_error_line, .headers = extra},
                 [this, item, attempt, id](Result<messaging::Retried> how) {
@@ -315,7 +330,7 @@ class RunJob final : public WorkJob {
   // redelivers what was not settled, and the layer subscribes again. One line on stderr, no
   // outcome line; anything else (the connection gone) ends the run.
   void unsettled(std::string_view what, const messaging::WorkItem& item, const Error& e) {
-    unsettled_id(what, std::string(item.message_id().empty() ? "-" : item.message_id()), e);
+    unsettled_id(what, shown_id(item.message_id()), e);
   }
   void unsettled_id(std::string_view what, const std::string& id, const Error& e) {
     if (e.code != make_error_code(errc::channel_closed) || !conn_ || !conn_->is_open())

@@ -59,4 +59,11 @@ struct TraceContext {
   friend bool operator==(const TraceContext&, const TraceContext&) = default;
 };
 
+// A tracestate as W3C Trace Context writes it: at most 32 comma-separated members of
+// `key=value` (a key is lowercase letters, digits, '_', '-', '*', '/', or tenant@system; a value
+// up to 256 printable ASCII characters without ',' or '=' and not ending in a space), at most
+// 512 characters in all. What a publisher put in a header need not be one: a command warren
+// runs is handed it only when it is (docs/warren-cli.md).
+[[nodiscard]] bool valid_tracestate(std::string_view tracestate) noexcept;
+
 }  // namespace warren::client
