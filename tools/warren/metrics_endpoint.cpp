@@ -96,7 +96,7 @@ Status status_of(Answer answer) noexcept {
     case Answer::method_not_allowed: return {405, "Method Not Allowed"};
     case Answer::uri_too_long: return {414, "URI Too Long"};
     case Answer::too_large: return {431, "Request Header Fields Too Large"};
-    case Answer::incomplete: break;
+    case Answer::incomplete: break;  // never answered
   }
   return {500, "Internal Server Error"};
 }
@@ -186,19 +186,29 @@ void MetricsEndpoint::Serving::run() {
     }
     if (polled[0].revents != 0) return;
     now = Clock::now();
+    // An exception here (std::bad_alloc under a memory limit) would end the process from this
+    // thread: it ends the one connection instead, or this turn's accepting.
     for (std::size_t i = 0; i < connections.size(); ++i) {
       auto& c = connections[i];
-      if (polled[2 + i].revents != 0) {
-        switch (c.phase) {
-          case Phase::reading: read_head(c); break;
-          case Phase::writing: write_response(c); break;
-          case Phase::draining: drain(c); break;
+      try {
+        if (polled[2 + i].revents != 0) {
+          switch (c.phase) {
+            case Phase::reading: read_head(c); break;
+            case Phase::writing: write_response(c); break;
+            case Phase::draining: drain(c); break;
+          }
         }
+        if (c.fd.get() >= 0 && now >= c.deadline) expire(c);
+      } catch (const std::exception&) {
+        c.fd.reset();
       }
-      if (c.fd.get() >= 0 && now >= c.deadline) expire(c);
     }
     std::erase_if(connections, [](const Connection& c) { return c.fd.get() < 0; });
-    if ((polled[1].revents & POLLIN) != 0) accept_new(connections, now, paused_until);
+    try {
+      if ((polled[1].revents & POLLIN) != 0) accept_new(connections, now, paused_until);
+    } catch (const std::exception&) {
+      paused_until = now + accept_pause;
+    }
   }
 }
 
@@ -250,8 +260,8 @@ void MetricsEndpoint::Serving::answer(Connection& c, metrics_request::Judgement 
   if (judgement.answer == Answer::metrics) {
     try {
       c.response = compose(status, "text/plain; version=0.0.4; charset=utf-8", metrics->prometheus_text(), judgement.head);
-    } catch (const std::exception&) {  // std::bad_alloc under a memory limit: this scrape fails, not the process
-      status = status_of(Answer::incomplete);
+    } catch (const std::exception&) {  // std::bad_alloc under a memory limit: the scraper learns why
+      status = {500, "Internal Server Error"};
     }
   }
   if (status.code != 200) {
