@@ -1,6 +1,11 @@
 // --metrics-listen HOST:PORT: the client's figures (warren/client/metrics.hpp) served at
-// /metrics in Prometheus's text format, for a scraper. cpp-httplib serves it on a thread of
-// its own, reading the figures as a snapshot: the command's loop is never stopped for a scrape.
+// /metrics in Prometheus's text format, for a scraper, by a server this small because it must
+// not hurt the process it observes: every connection bounded in bytes kept, header lines and
+// lifetime, at most 16 at once (more are refused and counted), GET and HEAD only, no ranges
+// (docs/warren-cli.md, "SECURITY", says why not cpp-httplib). One thread of its own polls every
+// connection, so a stalled client never holds a scrape back, and reads the figures as a
+// snapshot: the command's loop is never stopped for a scrape. It may not block the command:
+// start() and the destructor never wait on the thread's start.
 #pragma once
 
 #include <memory>
@@ -19,7 +24,7 @@ class MetricsEndpoint {
   // this host does not have is std::errc::address_not_available.
   [[nodiscard]] static Result<std::unique_ptr<MetricsEndpoint>> start(std::string_view host_port,
                                                                       std::shared_ptr<client::Metrics> metrics);
-  ~MetricsEndpoint();  // stops serving and joins its thread
+  ~MetricsEndpoint();  // stops serving, closes every connection and joins its thread
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
