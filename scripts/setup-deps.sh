@@ -13,7 +13,7 @@ else
   packages=(
     g++ meson ninja-build pkg-config cmake python3 python3-pika
     libuv1-dev libasio-dev libssl-dev libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-    libcli11-dev nlohmann-json3-dev libcpp-httplib-dev python3-prometheus-client librabbitmq-dev gnuplot-nox strace liburing-dev
+    libcli11-dev nlohmann-json3-dev python3-prometheus-client librabbitmq-dev gnuplot-nox strace liburing-dev
     clang-14 libclang-rt-14-dev llvm-14
     rabbitmq-server socat openssl gcovr
   )

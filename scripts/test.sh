@@ -328,7 +328,7 @@ lane_asan() {
   if [[ -f build-asan/build.ninja ]] &&
       timed "build: asan" ninja -j2 -C build-asan tests/unit-tests tests/property-tests tests/engine-tests \
         tests/client-tests tests/client-thread-tests tests/tls-tests tests/cli-values-tests tests/messaging-tests tests/sim-tests \
-        tests/sim-regressions tests/layer-sim-tests tests/kept-path-tests; then
+        tests/sim-regressions tests/layer-sim-tests tests/kept-path-tests tests/cli-metrics-request-tests; then
     # The engine suite (its every-split scripts: ~30 s under ASan) beside the rest: this lane
     # ends the run, and one program at a time would leave a core idle.
     step "asan: engine" build-asan/tests/engine-tests --gtest_brief=1 &
@@ -340,6 +340,7 @@ lane_asan() {
     step "asan: tls" build-asan/tests/tls-tests --gtest_brief=1
     step "asan: cli values" build-asan/tests/cli-values-tests --gtest_brief=1
     step "asan: messaging (model broker)" build-asan/tests/messaging-tests --gtest_brief=1
+    step "asan: the metrics endpoint's request judge" build-asan/tests/cli-metrics-request-tests --gtest_brief=1
     step "asan: simulation" env RC_PARAMS="max_success=200 max_size=300" build-asan/tests/sim-tests --gtest_brief=1
     step "asan: simulation regressions" build-asan/tests/sim-regressions --gtest_brief=1
     step "asan: layer simulation" env RC_PARAMS="max_success=200 max_size=200" build-asan/tests/layer-sim-tests --gtest_brief=1

@@ -112,7 +112,7 @@ Outcome run(const Options& options) {
   posix_spawn_file_actions_adddup2(&actions, options.capture_output ? out_w.fd : 2, 1);
   posix_spawn_file_actions_adddup2(&actions, err_w.fd, 2);
   // And nothing else: warren's own descriptors are close-on-exec, but a library's may not be
-  // (cpp-httplib's sockets, for --metrics-listen, are not).
+  // (an OpenSSL or libuv descriptor opened without the flag would be inherited).
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
