@@ -1,5 +1,6 @@
-// Connection URLs: what RabbitMQ's URI specification says, warren's multi-host form, and a
-// clear refusal, naming the parameter, for everything warren will not honour as written.
+// Connection URLs: what RabbitMQ's URI specification says, warren's multi-host form,
+// credentials that hold any character and that no error quotes, and a clear refusal, naming
+// the parameter, for everything warren will not honour as written.
 #include <gtest/gtest.h>
 
 #include "warren/client/url.hpp"

@@ -15,7 +15,7 @@ void add_common_options(CLI::App& command, Common& common) {
                   "with # skipped): the credentials stay off the command line")
       ->type_name("PATH")
       // An empty path ("$UNSET_VARIABLE") must not fall back to WARREN_URL or the default.
-      ->check(CLI::Validator([](const std::string& path) { return path.empty() ? "an empty path" : ""; }, "PATH"))
+      ->check(CLI::Validator([](const std::string& path) { return path.empty() ? "an empty path" : ""; }, ""))
       ->excludes(url);
   command.add_option("--driver", common.driver, "the event loop: uv or asio")
       ->check(CLI::IsMember({"uv", "asio"}))
