@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(frame_decoder method content_header field_table engine)
+((${#targets[@]})) || targets=(frame_decoder method content_header field_table engine url)
 if [[ ! -f build-fuzz/build.ninja ]]; then
   CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbench=false \
     -Db_sanitize=address,undefined -Db_lundef=false

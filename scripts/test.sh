@@ -308,7 +308,7 @@ lane_faults() {
 # The sanitizer and fuzz lanes, at lower CPU priority than the broker lanes.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-fuzz_targets=(frame_decoder field_table content_header method engine trace_context untrusted_output)
+fuzz_targets=(frame_decoder field_table content_header method engine trace_context untrusted_output url)
 fuzz_one() {  # a bounded run; the fuzzer's chatter goes to a log shown only on failure
   local target=$1 corpus log
   corpus=$(mktemp -d)

@@ -26,7 +26,7 @@ Result<std::string> decode(std::string_view s, std::string_view what) {
     }
     int hi = i + 1 < s.size() ? hex_value(s[i + 1]) : -1;
     int lo = i + 2 < s.size() ? hex_value(s[i + 2]) : -1;
-    if (hi < 0 || lo < 0) return bad("bad percent-encoding in the " + std::string(what));
+    if (hi < 0 || lo < 0) return bad("bad percent-encoding in " + std::string(what));
     out += static_cast<char>(hi * 16 + lo);
     i += 2;
   }
@@ -42,33 +42,75 @@ Result<T> number(std::string_view text, std::string_view name, std::uint64_t max
   return static_cast<T>(v);
 }
 
-Result<Endpoint> endpoint(std::string_view text, std::uint16_t default_port) {
+// One host of the list. Its errors name it by its place, not by its text: a URL whose '@' is
+// missing has its credentials there ("amqp://admin:S3cret" is host "admin", port "S3cret").
+Result<Endpoint> endpoint(std::string_view text, std::uint16_t default_port, std::size_t index) {
+  const std::string which = "host " + std::to_string(index);
   Endpoint e;
   e.port = default_port;
   std::string_view host = text;
   std::string_view port;
   if (!text.empty() && text.front() == '[') {  // [IPv6]:port
     auto close = text.find(']');
-    if (close == std::string_view::npos) return bad("unclosed '[' in host " + std::string(text));
+    if (close == std::string_view::npos) return bad(which + " has an unclosed '['");
     host = text.substr(1, close - 1);
     auto rest = text.substr(close + 1);
     if (!rest.empty()) {
-      if (rest.front() != ':') return bad("unexpected text after ']' in host " + std::string(text));
+      if (rest.front() != ':') return bad(which + " has text after ']' that is not :PORT");
       port = rest.substr(1);
     }
   } else if (auto colon = text.rfind(':'); colon != std::string_view::npos) {
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
-  auto decoded = decode(host, "host");
+  auto decoded = decode(host, which);
   if (!decoded.ok()) return std::move(decoded).error();
   e.host = decoded->empty() ? "localhost" : std::move(*decoded);
   if (!port.empty()) {
     auto p = number<std::uint16_t>(port, "port", 65535);
-    if (!p.ok() || *p == 0) return bad("port " + std::string(port) + " is not a number from 1 to 65535");
+    if (!p.ok() || *p == 0) return bad("the port of " + which + " is not a number from 1 to 65535");
     e.port = *p;
   }
   return e;
+}
+
+// user[:password], percent-decoded. No error quotes either. A raw '/', '?' or '#' in the user
+// name means the '@' after it belongs to the vhost or a parameter ("amqp://h/v@x" is not the
+// user "h/v" logging in to x): refused rather than guessed.
+Result<void> read_credentials(std::string_view userinfo, ConnectionUrl& u) {
+  const auto colon = userinfo.find(':');
+  const auto user_text = userinfo.substr(0, colon);
+  if (user_text.find_first_of("/?#") != std::string_view::npos)
+    return bad("the user name holds a raw '/', '?' or '#': write it %2F, %3F or %23 (and a '@' in the vhost or a "
+               "parameter as %40)");
+  auto user = decode(user_text, "the user name");
+  if (!user.ok()) return std::move(user).error();
+  u.user = std::move(*user);
+  if (colon == std::string_view::npos) {
+    u.password.clear();
+    return {};
+  }
+  auto password = decode(userinfo.substr(colon + 1), "the password");
+  if (!password.ok()) return std::move(password).error();
+  u.password = std::move(*password);
+  return {};
+}
+
+// Percent-encodes all but RFC 3986's unreserved characters and `keep`, so that what
+// redacted() writes parses back to the same parts.
+void append_encoded(std::string& out, std::string_view text, std::string_view keep = {}) {
+  const char* digits = "0123456789abcdef";
+  for (char c : text) {
+    const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                            c == '.' || c == '_' || c == '~';
+    if (unreserved || keep.find(c) != std::string_view::npos) {
+      out += c;
+      continue;
+    }
+    out += '%';
+    out += digits[(static_cast<unsigned char>(c) >> 4) & 15];
+    out += digits[static_cast<unsigned char>(c) & 15];
+  }
 }
 
 }  // namespace
@@ -84,6 +126,13 @@ Result<ConnectionUrl> parse_url(std::string_view url) {
   } else {
     return bad("a URL starts with amqp:// or amqps://");
   }
+  // The credentials end at the last '@', before or after any '/', '?' or '#': a generated
+  // password holds them raw, and splitting it there once printed its pieces as a port or a
+  // parameter. So a '@' after the host (in the vhost or a parameter) is written %40.
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    if (auto read = read_credentials(rest.substr(0, at), u); !read.ok()) return std::move(read).error();
+    rest = rest.substr(at + 1);
+  }
   if (rest.find('#') != std::string_view::npos) return bad("a URL has no fragment (#...)");
   const std::uint16_t default_port = u.tls ? 5671 : 5672;
 
@@ -97,26 +146,10 @@ Result<ConnectionUrl> parse_url(std::string_view url) {
     path = rest.substr(slash + 1);
     rest = rest.substr(0, slash);
   }
-  // user:password@ - the last '@' ends the credentials (a password may not hold a raw '@').
-  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
-    auto userinfo = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    auto colon = userinfo.find(':');
-    auto user = decode(userinfo.substr(0, colon), "user name");
-    if (!user.ok()) return std::move(user).error();
-    u.user = std::move(*user);
-    if (colon != std::string_view::npos) {
-      auto password = decode(userinfo.substr(colon + 1), "password");
-      if (!password.ok()) return std::move(password).error();
-      u.password = std::move(*password);
-    } else {
-      u.password.clear();
-    }
-  }
   // host[:port][,host[:port]...]
   while (true) {
     auto comma = rest.find(',');
-    auto e = endpoint(rest.substr(0, comma), default_port);
+    auto e = endpoint(rest.substr(0, comma), default_port, u.endpoints.size() + 1);
     if (!e.ok()) return std::move(e).error();
     u.endpoints.push_back(std::move(*e));
     if (comma == std::string_view::npos) break;
@@ -125,7 +158,7 @@ Result<ConnectionUrl> parse_url(std::string_view url) {
   if (path) {
     if (path->find('/') != std::string_view::npos)
       return bad("the vhost \"" + std::string(*path) + "\" holds a '/': write it as %2f");
-    auto vhost = decode(*path, "vhost");
+    auto vhost = decode(*path, "the vhost");
     if (!vhost.ok()) return std::move(vhost).error();
     u.vhost = std::move(*vhost);
   }
@@ -137,8 +170,8 @@ Result<ConnectionUrl> parse_url(std::string_view url) {
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     if (pair.empty()) continue;
     auto eq = pair.find('=');
-    auto key_r = decode(pair.substr(0, eq), "query");
-    auto value_r = decode(eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1), "query");
+    auto key_r = decode(pair.substr(0, eq), "the query");
+    auto value_r = decode(eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1), "the query");
     if (!key_r.ok()) return std::move(key_r).error();
     if (!value_r.ok()) return std::move(value_r).error();
     const std::string& key = *key_r;
@@ -205,28 +238,22 @@ engine::ConnectionOptions ConnectionUrl::apply(engine::ConnectionOptions base) c
 
 std::string ConnectionUrl::redacted() const {
   std::string out = tls ? "amqps://" : "amqp://";
-  out += user;
+  append_encoded(out, user);
   out += ":****@";
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
     if (i) out += ',';
-    const bool v6 = endpoints[i].host.find(':') != std::string::npos;
-    if (v6) out += '[';
-    out += endpoints[i].host;
-    if (v6) out += ']';
+    if (endpoints[i].host.find(':') != std::string::npos) {  // IPv6, in brackets
+      out += '[';
+      append_encoded(out, endpoints[i].host, ":");
+      out += ']';
+    } else {
+      append_encoded(out, endpoints[i].host);
+    }
     out += ':';
     out += std::to_string(endpoints[i].port);
   }
   out += '/';
-  for (char c : vhost) {
-    if (c == '/' || c == '%' || c == '?' || c == '#') {
-      const char* digits = "0123456789abcdef";
-      out += '%';
-      out += digits[(static_cast<unsigned char>(c) >> 4) & 15];
-      out += digits[static_cast<unsigned char>(c) & 15];
-    } else {
-      out += c;
-    }
-  }
+  append_encoded(out, vhost);
   return out;
 }
 

@@ -3,11 +3,20 @@
 namespace warren::cli {
 
 void add_common_options(CLI::App& command, Common& common) {
+  auto* url = command
+                  .add_option("--url", common.urls,
+                              "amqp[s]://user:pass@host[:port][,host[:port]...][/vhost][?params]; may be given more "
+                              "than once, tried in order; visible to every local user in ps: see --url-file "
+                              "(default: --url-file, else $WARREN_URL, else " + std::string(default_url) + ")")
+                  ->type_name("URL");
   command
-      .add_option("--url", common.urls,
-                  "amqp[s]://user:pass@host[:port][,host[:port]...][/vhost][?params]; may be given more than once, "
-                  "tried in order (default " + std::string(default_url) + ")")
-      ->type_name("URL");
+      .add_option("--url-file", common.url_file,
+                  "read the URLs from PATH instead, one a line, tried in order (blank lines and lines starting "
+                  "with # skipped): the credentials stay off the command line")
+      ->type_name("PATH")
+      // An empty path ("$UNSET_VARIABLE") must not fall back to WARREN_URL or the default.
+      ->check(CLI::Validator([](const std::string& path) { return path.empty() ? "an empty path" : ""; }, ""))
+      ->excludes(url);
   command.add_option("--driver", common.driver, "the event loop: uv or asio")
       ->check(CLI::IsMember({"uv", "asio"}))
       ->default_str("uv");

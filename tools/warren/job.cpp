@@ -3,6 +3,7 @@
 #include "record_log.hpp"
 
 #include "stop_signals.hpp"
+#include "url_sources.hpp"
 
 #include <signal.h>
 
@@ -58,11 +59,20 @@ int Job::run() {
   struct Cleared {
     ~Cleared() { stop_signals::clear(); }  // on every return: a later signal finds no handler
   } cleared;
-  if (common_.urls.empty()) common_.urls.emplace_back(default_url);
-  for (const auto& text : common_.urls) {
-    auto url = client::parse_url(text);
+  // Taken out of the environment whichever source wins: no command warren runs inherits it.
+  const auto environment_url = take_environment_url();
+  auto texts = url_texts(common_, environment_url);
+  if (!texts.ok()) {
+    report("", texts.error().detail);
+    return exit_usage;
+  }
+  if (!texts->warning.empty())
+    print_final_line(common_.log_format,
+                     {.event = "url_file.readable", .level = client::Level::warning, .why = texts->warning});
+  for (const auto& text : texts->urls) {
+    auto url = client::parse_url(text.text);
     if (!url.ok()) {
-      report("", describe(url.error()));
+      report(text.where, describe(url.error()));  // names the source and line, never the URL
       return exit_usage;
     }
     urls_.push_back(std::move(*url));

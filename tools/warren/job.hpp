@@ -1,4 +1,4 @@
-// One run of a subcommand: parse the URLs, pick the loop, connect (each --url in turn, each
+// One run of a subcommand: read and parse the URLs (url_sources.hpp), pick the loop, connect (each --url in turn, each
 // URL's hosts in turn), open a channel, hand over to the command, and turn whatever goes
 // wrong into one line on stderr and a non-zero exit. A protocol fault or a lost connection
 // ends the run when it is seen, not when a later timeout runs out.
@@ -22,7 +22,8 @@ inline constexpr const char* default_url = "amqp://guest:guest@127.0.0.1:5672";
 
 // The options every subcommand takes.
 struct Common {
-  std::vector<std::string> urls;  // empty: default_url
+  std::vector<std::string> urls;  // --url; empty: --url-file, else WARREN_URL, else default_url
+  std::string url_file;           // --url-file: one URL a line (url_sources.hpp)
   std::string driver = "uv";
   std::string log_level = "off";   // the client's event records on stderr: debug, info, warning, error
   std::string log_format = "text";  // or json

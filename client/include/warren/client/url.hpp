@@ -4,6 +4,11 @@
 //
 //   amqp[s]://[user[:password]@]host[:port][,host[:port]...][/vhost][?key=value&...]
 //
+// - The credentials end at the last '@': a password may hold any character raw ('/', '?',
+//   '#', '@' included) or percent-encoded; a '@' in the vhost or a parameter is written %40,
+//   and a raw '/', '?' or '#' in the user name is refused (it means the '@' came later).
+// - No error text holds any part of the user name or password, nor of a host or port (a URL
+//   missing its '@' has its credentials there): those are named by their place.
 // - No path means the vhost "/"; "/" alone means the empty vhost; "/%2f" names "/".
 // - Several hosts, separated by commas, are tried in order (IPv6 literals in brackets).
 // - Honoured: heartbeat (s), connection_timeout (ms), channel_max, frame_max,
@@ -46,7 +51,8 @@ struct ConnectionUrl {
 
   // The engine options this URL asks for, over `base` (what the URL does not say stays).
   [[nodiscard]] engine::ConnectionOptions apply(engine::ConnectionOptions base) const;
-  // The URL without its password, for logs and error messages.
+  // The URL without its password (the user name stays), percent-encoded so that it parses
+  // back to the same user, hosts and vhost.
   [[nodiscard]] std::string redacted() const;
 };
 
