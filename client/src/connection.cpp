@@ -167,7 +167,11 @@ void Connection::on_bytes(std::span<const std::byte> bytes) {
   peek_ = false;  // the one read a held input was let through for
   if (metrics_) metrics_->received_bytes(bytes.size());
   engine_->handle_bytes(bytes, driver_.now());
+  deliveries_in_read_ = 0;
+  auto keep = shared_from_this();  // a callback may drop the last reference
   pump();  // drains every event: the bytes are not used after this returns
+  // What proves a burst to read batching: deliveries, not bytes (driver.hpp, ReadBatching).
+  if (deliveries_in_read_ != 0 && stream_ && options_.read_batching.min_bytes > 0) stream_->note_deliveries(deliveries_in_read_);
 }
 
 void Connection::on_written(std::size_t bytes) {
@@ -348,6 +352,7 @@ void Connection::dispatch(const engine::Event& event) {
           if (e.outcome == engine::PublishOutcome::timed_out) observe("publish.timed_out", Level::warning, e.channel, &e.cause);
           if (on_publish_done) on_publish_done(e);
         } else if constexpr (std::is_same_v<E, engine::Delivery>) {
+          ++deliveries_in_read_;
           for (auto& s : consumers_)
             if (s.channel == e.message.channel && s.tag == e.message.consumer_tag) {
               if (s.consumed) s.consumed->add();

@@ -1239,6 +1239,12 @@ class FakeDriver final : public client::Driver {
     FakeStream* s = stream_on(port);
     return s ? std::optional(std::pair{s->replies_owed, s->replies_owed_calls}) : std::nullopt;
   }
+  // What the client said each read handed to the newest open stream to `port` completed
+  // (note_deliveries), in order.
+  [[nodiscard]] std::vector<std::size_t> deliveries_noted_on(std::uint16_t port) {
+    FakeStream* s = stream_on(port);
+    return s ? s->deliveries_noted : std::vector<std::size_t>{};
+  }
   // The newest open stream dialled to `port`, if any.
   [[nodiscard]] FakeBroker* broker_on(std::uint16_t port) {
     FakeStream* s = stream_on(port);
@@ -1374,6 +1380,7 @@ class FakeDriver final : public client::Driver {
       replies_owed = owed;
       ++replies_owed_calls;
     }
+    void note_deliveries(std::size_t completed) override { deliveries_noted.push_back(completed); }
     // Hands what is held to the client on a later turn: all of it, or (split) the next piece.
     void drain() {
       if (drain_posted || held.empty() || !reading || holding) return;
@@ -1417,6 +1424,7 @@ class FakeDriver final : public client::Driver {
     std::optional<client::ReadBatching> read_batching;  // what the client asked for, if anything
     bool replies_owed = false;  // what the client last said (set_replies_owed)
     int replies_owed_calls = 0;
+    std::vector<std::size_t> deliveries_noted;  // what the client said of each read (note_deliveries)
     bool reading = true;
     std::vector<std::byte> held;
     bool holding = false;  // a fault holds what arrives

@@ -65,6 +65,52 @@ TEST_F(ConnectionTest, the_default_asks_the_stream_for_batching_past_bursts_and_
   EXPECT_FALSE(driver.read_batching_on(5002).has_value());
 }
 
+// Issue 37: read batching starts on deliveries, not bytes. After each read the client tells
+// the stream how many deliveries the bytes completed (only when some did, and only with
+// batching on), so the stream can tell a stream of messages from one large message.
+TEST_F(ConnectionTest, each_read_tells_the_stream_how_many_deliveries_it_completed) {
+  BrokerWorld world;
+  world.queues["q"];
+  auto consume_on = [&](std::uint16_t port, client::ClientOptions options, int& seen) {
+    driver.hosts[port] = FakeDriver::Host::broker;
+    driver.broker_configs[port] = FakeBroker::Config{.world = &world};
+    auto c = dial("amqp://guest:guest@fake:" + std::to_string(port), std::move(options));
+    driver.run();
+    if (ready.last != "ok") throw std::runtime_error("not connected: " + ready.last);
+    auto ch = channel(*c);
+    ch.consume({.queue = "q"}, [&seen](const client::Delivery& d) {
+      ++seen;
+      (void)d.ack();
+    }, nullptr);
+    driver.run();
+    return std::pair(c, ch);
+  };
+  int seen = 0;
+  auto [c, ch] = consume_on(5001, {.read_batching = {.min_bytes = 4096}}, seen);
+  EXPECT_TRUE(driver.deliveries_noted_on(5001).empty()) << "no delivery yet, nothing said";
+  driver.hold_input(5001, true);  // the three arrive together: one read
+  for (const char* body : {"1", "2", "3"}) world.enqueue("q", BrokerWorld::Message{.body = body});
+  world.dispatch();
+  driver.run();
+  driver.hold_input(5001, false);
+  driver.run();
+  ASSERT_EQ(seen, 3);
+  EXPECT_EQ(driver.deliveries_noted_on(5001), std::vector<std::size_t>{3});
+  world.enqueue("q", BrokerWorld::Message{.body = "4"});
+  world.dispatch();
+  driver.run();
+  ASSERT_EQ(seen, 4);
+  EXPECT_EQ(driver.deliveries_noted_on(5001), (std::vector<std::size_t>{3, 1}));
+
+  int seen_off = 0;
+  auto [off, off_ch] = consume_on(5002, {.read_batching = {}}, seen_off);
+  for (const char* body : {"5", "6"}) world.enqueue("q", BrokerWorld::Message{.body = body});
+  world.dispatch();
+  driver.run();
+  EXPECT_GE(seen + seen_off, 6);
+  EXPECT_TRUE(driver.deliveries_noted_on(5002).empty()) << "batching off, yet the stream was told";
+}
+
 // Issue 25: a publisher's deep confirm window batches the reads of its confirms. The stream
 // is told once the publishes awaiting confirms reach ReadBatching::owed_confirms, and told
 // again once confirms bring them below half of it (not at every swing about the threshold);

@@ -18,15 +18,21 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The client's side of a stream: counts what it reads and, as the client does, says how many
+// deliveries each read completed (here a setting: two, a stream of messages, unless a test
+// says one).
 struct Reader final : client::StreamEvents {
   bool connected = false;
   std::size_t bytes = 0;
   std::size_t reads = 0;
   std::optional<Error> error;
+  client::Stream* stream = nullptr;
+  std::size_t deliveries_per_read = 2;
   void on_connected() override { connected = true; }
   void on_bytes(std::span<const std::byte> b) override {
     bytes += b.size();
     ++reads;
+    if (stream && deliveries_per_read) stream->note_deliveries(deliveries_per_read);
   }
   void on_written(std::size_t) override {}
   void on_stream_error(Error cause) override { error = std::move(cause); }
@@ -37,6 +43,7 @@ class ReadBatching : public ::testing::TestWithParam<DriverKind> {
   // Dials the listener, with `batching` unless it is nullopt, and accepts the peer's end.
   void connect(std::optional<client::ReadBatching> batching) {
     stream = loop.driver().dial(client::Endpoint{"127.0.0.1", listener.port()}, 5000ms, std::nullopt, events);
+    events.stream = stream.get();
     if (batching) stream->set_read_batching(*batching);
     ASSERT_TRUE(loop.run_until([&] { return events.connected || events.error; }));
     ASSERT_TRUE(events.connected) << events.error->to_string();
@@ -228,6 +235,35 @@ TEST_P(ReadBatching, past_bursts_only_reads_of_half_a_burst_keep_batching) {
   send(100);  // ... which kept batching going
   EXPECT_FALSE(read_within(2700, 150ms)) << "batching ended after a read of half a burst";
   EXPECT_TRUE(read_within(2700, 10s));
+}
+
+// Issue 37: bytes alone prove no burst. A read of burst_bytes that completed one delivery (a
+// large message, a reply, a get) starts nothing: the next bytes are read at once.
+TEST_P(ReadBatching, past_bursts_only_a_read_of_one_delivery_never_starts_batching) {
+  connect(past_bursts);
+  events.deliveries_per_read = 1;
+  for (std::size_t i = 1; i <= 3; ++i) {
+    send(2000);  // a burst's worth of bytes, one message
+    ASSERT_TRUE(read_within(2000 * i, 1000ms)) << "read " << i << " waited for the timer after one large message";
+  }
+  send(100);
+  EXPECT_TRUE(read_within(6100, 1000ms)) << "held after reads of one message each";
+}
+
+// Issue 37: while streaming, a backlog of several read buffers that built up while the client
+// held its reading is read at once when reading resumes, not one buffer per max_wait (Asio's
+// reactor is edge-triggered: the edge came while nobody was reading).
+TEST_P(ReadBatching, a_backlog_built_while_reading_was_held_is_read_at_once_when_it_resumes) {
+  connect(past_bursts);
+  send(2000);  // a burst: streaming
+  ASSERT_TRUE(read_within(2000, 1000ms));
+  stream->set_reading(false);
+  const std::string chunk(200 * 1024, 'x');
+  const ssize_t n = ::send(peer, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ASSERT_GT(n, 2 * 64 * 1024) << "the backlog must be more than two read buffers";
+  loop.run_until([] { return false; }, 100ms);  // the sender pauses; the edge is long gone
+  stream->set_reading(true);
+  EXPECT_TRUE(read_within(2000 + n, 1000ms)) << events.bytes - 2000 << " of " << n << " bytes read in " << events.reads;
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, ReadBatching, ::testing::Values(DriverKind::uv, DriverKind::asio), driver_name);

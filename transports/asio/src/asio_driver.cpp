@@ -66,6 +66,7 @@ struct State : std::enable_shared_from_this<State> {
   client::ReadBatching batching;
   bool streaming = false;  // bytes keep coming: the mark is min_bytes, reads wait for it
   bool replies_owed = false;  // the client's word: any read that brings bytes is a burst
+  std::size_t deliveries = 0;  // the client's word on the read being handed on: what it completed
   bool non_blocking = false;
   detail::OperationBlocks batch_ops;
 
@@ -164,8 +165,7 @@ struct State : std::enable_shared_from_this<State> {
                              self->reading = false;
                              if (!self->events) return;
                              if (ec) return self->fail(self->read_error(ec));
-                             self->batch_after_read(n);
-                             self->on_read(std::span<const std::byte>(self->read_buffer.data(), n));
+                             self->hand_on(n);
                              self->read();
                            }));
   }
@@ -175,14 +175,25 @@ struct State : std::enable_shared_from_this<State> {
                                   : net_error("read " + where(), ec);
   }
 
-  // One non-blocking read (the socket is non-blocking once batching is on).
+  // Non-blocking reads (the socket is non-blocking once batching is on) while each fills the
+  // buffer: Asio's reactor is edge-triggered, so a backlog left after one read would get no
+  // new edge when the sender pauses, and would drain one buffer per max_wait.
   void read_now() {
-    std::error_code ec;
-    const std::size_t n = socket.read_some(asio::buffer(read_buffer.data(), read_buffer.size()), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) return batch_after_read(0);
-    if (ec) return fail(read_error(ec));
-    batch_after_read(n);
+    for (;;) {
+      std::error_code ec;
+      const std::size_t n = socket.read_some(asio::buffer(read_buffer.data(), read_buffer.size()), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) return batch_after_read(0);
+      if (ec) return fail(read_error(ec));
+      hand_on(n);
+      if (!events || n < read_buffer.size() || !want_reading) return;
+    }
+  }
+
+  // Bytes read, handed on; then batching, by what the client said they completed.
+  void hand_on(std::size_t n) {
+    deliveries = 0;
     on_read(std::span<const std::byte>(read_buffer.data(), n));
+    if (events) batch_after_read(n);
   }
 
   bool batching_on() const { return batching.min_bytes > 0 && connected; }
@@ -192,15 +203,18 @@ struct State : std::enable_shared_from_this<State> {
     (void)::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark);
   }
 
-  // After a read of `found` bytes: a burst (burst_bytes or more; any bytes when that is 0, or
-  // while replies are owed) starts streaming, half a burst keeps it; anything less ends it,
-  // and the next bytes are read at once.
+  // After a read of `found` bytes: a burst (burst_bytes or more that completed two deliveries
+  // or more; any bytes when burst_bytes is 0, or while replies are owed) starts streaming, half
+  // a burst keeps it; anything less ends it, and the next bytes are read at once.
   void batch_after_read(std::size_t found) {
     if (!batching_on()) return;
     // Half a burst keeps it going: a stream that bursts at about the rate that makes a
     // burst per max_wait would otherwise start and end batching on every other read.
     const std::size_t needed = streaming ? batching.burst_bytes / 2 : batching.burst_bytes;
-    if (found > 0 && (found >= needed || replies_owed)) {
+    // Bytes alone prove nothing: one large message, or a reply, fills a read too, and nothing
+    // says another follows. Deliveries do: two or more in one read are a stream in progress.
+    const bool burst = found >= needed && (batching.burst_bytes == 0 || deliveries >= 2);
+    if (found > 0 && (burst || replies_owed)) {
       if (!streaming) {
         streaming = true;
         if (!non_blocking) {
@@ -312,6 +326,7 @@ class AsioStream final : public client::Stream {
   }
   void set_read_batching(client::ReadBatching batching) override { state_->batching = batching; }
   void set_replies_owed(bool owed) override { state_->set_replies_owed(owed); }
+  void note_deliveries(std::size_t completed) override { state_->deliveries += completed; }
   void close() override { state_->close(); }
 
  private:

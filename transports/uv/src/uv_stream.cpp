@@ -122,6 +122,8 @@ class UvStream final : public client::Stream {
     uv_unref(reinterpret_cast<uv_handle_t*>(batch_timer_));  // the socket keeps the loop alive, not this
   }
 
+  void note_deliveries(std::size_t completed) override { deliveries_ += completed; }
+
   void set_replies_owed(bool owed) override {
     replies_owed_ = owed;
     // No longer owed: what sits below the mark is read at once (lowering the mark makes the
@@ -279,11 +281,12 @@ class UvStream final : public client::Stream {
   }
 
   // ---- read batching (client::ReadBatching): two states. Quiet: the mark is one byte, and
-  // what comes is read at once. Streaming (after a read of a burst: burst_bytes or more, any
-  // bytes when that is 0): the mark is min_bytes, so the kernel wakes us only for that much,
-  // and a timer reads what is below it max_wait after the last read. A read of less than half
-  // a burst (one that finds nothing among them) means quiet again. While the client says
-  // replies are owed, any read that brings bytes counts as a burst.
+  // what comes is read at once. Streaming (after a read of a burst: burst_bytes or more that
+  // the client says completed two deliveries or more; any bytes when burst_bytes is 0): the
+  // mark is min_bytes, so the kernel wakes us only for that much, and a timer reads what is
+  // below it max_wait after the last read. A read of less than half a burst (one that finds
+  // nothing among them) means quiet again. While the client says replies are owed, any read
+  // that brings bytes counts as a burst.
 
   bool batching() const { return batching_.min_bytes > 0 && connected_; }
 
@@ -310,7 +313,10 @@ class UvStream final : public client::Stream {
     // Half a burst keeps it going: a stream that bursts at about the rate that makes a
     // burst per max_wait would otherwise start and end batching on every other read.
     const std::size_t needed = streaming_ ? batching_.burst_bytes / 2 : batching_.burst_bytes;
-    if (found > 0 && (found >= needed || replies_owed_)) {
+    // Bytes alone prove nothing: one large message, or a reply, fills a read too, and nothing
+    // says another follows. Deliveries do: two or more in one read are a stream in progress.
+    const bool burst = found >= needed && (batching_.burst_bytes == 0 || deliveries_ >= 2);
+    if (found > 0 && (burst || replies_owed_)) {
       if (!streaming_) {
         streaming_ = true;
         set_mark(static_cast<int>(mark_bytes()));
@@ -338,8 +344,12 @@ class UvStream final : public client::Stream {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return batch_after_read(0);
       return fail(sys_error("read " + where(), errno));
     }
-    batch_after_read(static_cast<std::size_t>(n));
+    // Handed on first: the client says then what the bytes completed (note_deliveries).
+    deliveries_ = 0;
+    auto* witness = &socket_->poll;
     deliver(std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n)));
+    if (!witness->data || !events_) return;  // closed meanwhile (and maybe gone)
+    batch_after_read(static_cast<std::size_t>(n));
   }
 
   // Hands read bytes on (through TLS when there is one). The stream may be closed, and this
@@ -452,6 +462,7 @@ class UvStream final : public client::Stream {
   client::ReadBatching batching_;
   bool streaming_ = false;  // batching: bytes keep coming, the mark is min_bytes
   bool replies_owed_ = false;  // the client's word: any read that brings bytes is a burst
+  std::size_t deliveries_ = 0;  // the client's word on the read being handed on: what it completed
   uv_getaddrinfo_t* resolver_ = nullptr;
   std::vector<Address> addresses_;
   std::size_t next_address_ = 0;

@@ -223,6 +223,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::size_t write_in_flight_ = 0;  // bytes of the write in flight, 0 when none
   bool reading_ = true;
   bool replies_owed_ = false;  // told to the stream: a deep confirm window (ReadBatching::owed_confirms)
+  std::size_t deliveries_in_read_ = 0;  // completed by the bytes on_bytes was handed: told to the stream
   bool ready_reported_ = false;
   bool closed_reported_ = false;  // finish() ran: nothing is reported after it
   bool close_asked_ = false;      // close() was called

@@ -32,10 +32,13 @@ struct TlsSettings {
 // read waits until `min_bytes` are there (the kernel's SO_RCVLOWAT, so the process is not even
 // woken for less) or `max_wait` has passed since the last read, whichever is first. Fewer,
 // larger reads cost less CPU per message and add at most `max_wait` of latency.
-// - When it starts: after a read of at least `burst_bytes` (the broker is sending faster than
-//   one message per wake-up); a read of less than half that, or one that finds nothing, ends
-//   it and the next bytes are read at once. With burst_bytes 0 (throughput mode) any read
-//   starts it and only a read that finds nothing ends it.
+// - When it starts: after a read that proves the broker is streaming deliveries: at least
+//   `burst_bytes` that completed two deliveries or more (the client says how many:
+//   Stream::note_deliveries). A read of one message — a reply, a get, a large message arriving
+//   in pieces, a prefetch-1 consumer's next — never does, so such a stream is read as without
+//   batching, whatever its messages' size. A read of less than half a burst, or one that finds
+//   nothing, ends it and the next bytes are read at once. With burst_bytes 0 (throughput mode)
+//   any read starts it and only a read that finds nothing ends it.
 // - It also runs while the broker owes the connection many replies: from `owed_confirms`
 //   publishes awaiting their outcome (summed over the connection's channels: a publisher's
 //   deep window) until fewer than half that many do. Those confirms are due anyway and each is
@@ -52,11 +55,11 @@ struct ReadBatching {
   std::size_t owed_confirms = 256;
 };
 
-// ClientOptions' default: batching starts after a read of 4 KiB (~25 deliveries of 64 B) and
-// goes on while reads bring 2 KiB, so a consumer of a sparse or paced stream (one message per
-// read; 10,000 msg/s of 64 B is 1.6 KiB a millisecond) reads each at once, as without
-// batching, and one that drains a backlog wakes about once a millisecond instead of once per
-// broker write. A publisher with 256 or more publishes awaiting confirms reads them about once
+// ClientOptions' default: batching starts after a read of 4 KiB that completed two deliveries
+// or more (~25 of 64 B) and goes on while reads bring 2 KiB of them, so a consumer of a sparse
+// or paced stream (one message per read, of any size; 10,000 msg/s of 64 B is 1.6 KiB a
+// millisecond) reads each at once, as without batching, and one that drains a backlog wakes
+// about once a millisecond instead of once per broker write. A publisher with 256 or more publishes awaiting confirms reads them about once
 // a millisecond too.
 inline constexpr ReadBatching adaptive_read_batching{
     .min_bytes = 32 * 1024, .max_wait = std::chrono::milliseconds(1), .burst_bytes = 4096, .owed_confirms = 256};
@@ -84,6 +87,10 @@ class Stream {
   // true, every read that brings bytes batches as a burst does; false, the next bytes are read
   // at once. Nothing without read batching.
   virtual void set_replies_owed(bool) {}
+  // The client's word on the bytes on_bytes just handed it: how many deliveries they completed
+  // (called only when some did). A read is a burst only when it completed two or more
+  // (ReadBatching). Nothing without read batching.
+  virtual void note_deliveries(std::size_t) {}
   virtual void close() = 0;  // no events after this
 };
 
