@@ -30,7 +30,10 @@
 # whole process's CPU, JVM start-up included.
 # Then, once each: the syscalls per message of every client (strace -c, a quarter of the
 # count), the latency of the default and the throughput mode at a rate the broker sustains
-# (L), and how cost grows with connections and channels (bench/scale.sh).
+# (L), latency by message size (a paced stream, RPC round trips over direct reply-to, a
+# prefetch-1 consumer and a basic.get loop of 8 KiB, at default and with batching off:
+# --sizes LIST, default 64,1024,4096,16384,65536,262144), and how cost grows with connections
+# and channels (bench/scale.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
@@ -40,6 +43,7 @@ io_uring=0
 out=docs
 build=
 baseline=
+sizes=64,1024,4096,16384,65536,262144
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
@@ -49,7 +53,8 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
-    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR]" >&2; exit 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR] [--sizes LIST]" >&2; exit 2 ;;
   esac
 done
 scripts/setup-deps.sh
@@ -57,15 +62,16 @@ scripts/setup-deps.sh --bench-peers
 if [[ -z $build ]]; then
   build=build-release
   [[ -f build-release/build.ninja ]] || meson setup build-release -Dbuildtype=release -Dtests=false >/dev/null
-  ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receive bench/wire-floor >/dev/null
+  ninja -C build-release tools/warren bench/rabbitmqc-perf bench/bench-asio-receive bench/wire-floor bench/bench-read-latency >/dev/null
 fi
 warren=$build/tools/warren
+one_at_a_time=$build/bench/bench-read-latency
 rmqc=$build/bench/rabbitmqc-perf
 receive=$build/bench/bench-asio-receive
 floor=$build/bench/wire-floor
 peers=$build/peers
 bench/peers/build.sh "$peers"
-for program in "$warren" "$rmqc" "$receive" "$floor" "$peers/amqp091-go-perf" "$peers/java-perf" "$peers/amqplib-perf"; do
+for program in "$warren" "$rmqc" "$receive" "$floor" "$one_at_a_time" "$peers/amqp091-go-perf" "$peers/java-perf" "$peers/amqplib-perf"; do
   [[ -x $program ]] || { echo "compare.sh: $program is not built" >&2; exit 1; }
 done
 extra_clients=(warren-uv-metrics)
@@ -95,6 +101,7 @@ url="amqp://127.0.0.1:$RMQ_PORT"
 results=$(mktemp)
 syscall_results=$(mktemp)
 latency_results=$(mktemp)
+size_results=$(mktemp)
 scale_results=$(mktemp)
 
 drop_queue() { "$warren" delete queue "$1" --url "$url" >/dev/null; }
@@ -243,14 +250,72 @@ for client in amqp091-go java-warm amqplib; do
 done
 drop_queue bench-L
 
+# Latency by message size (issue 37): read batching must cost a paced stream, a reply, a
+# prefetch-1 consumer and a get loop nothing at any size. Each warren client at default and
+# with batching off (-unbatched), both drivers; the peers where their programs can (a paced
+# stream: --workload latency --size). 200 msg/s: 51 MB/s at 256 KiB, far from the broker's
+# limit, so the latency is the clients'.
+echo "latency by size"
+size_rate=200
+size_record() {  # size_record KIND SIZE CLIENT LINE
+  echo "{\"kind\":\"$1\",\"size\":$2,\"client\":\"$3\",\"result\":$4}" >>"$size_results"
+  echo "  $1 $2 B $3: $4"
+}
+warren_variants=(warren-uv warren-uv-unbatched warren-asio warren-asio-unbatched)
+"$warren" rpc serve --queue bench-rpc --url "$url" >/dev/null 2>&1 &
+rpc_server=$!
+for size in ${sizes//,/ }; do
+  for client in "${warren_variants[@]}"; do
+    driver=${client#warren-}
+    extra=()
+    if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; extra=("${unbatched[@]}"); fi
+    reset_queue bench-S
+    line=$("$warren" perf --driver "$driver" -x 1 -y 1 -s "$size" -r "$size_rate" -z "$latency_seconds" -q 500 -A 100 \
+      -u bench-S "${extra[@]}" --json --url "$url" 2>/dev/null)
+    size_record stream "$size" "$client" "$line"
+  done
+  for client in amqp091-go java-warm amqplib; do
+    program=$peers/${client%-warm}-perf
+    extra=()
+    [[ $client == java-warm ]] && extra=(--warmup $((size_rate * latency_seconds)))
+    reset_queue bench-S
+    line=$("$program" --port "$RMQ_PORT" --queue bench-S --workload latency --rate "$size_rate" --seconds "$latency_seconds" \
+      --size "$size" "${extra[@]}" 2>/dev/null)
+    size_record stream "$size" "$client" "$line"
+  done
+  for client in "${warren_variants[@]}"; do
+    driver=${client#warren-} batching=default
+    if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; batching=off; fi
+    line=$("$one_at_a_time" --port "$RMQ_PORT" --queue bench-rpc --mode rpc --size "$size" --count 300 --driver "$driver" \
+      --batching "$batching")
+    size_record rpc "$size" "$client" "$line"
+  done
+done
+kill "$rpc_server" 2>/dev/null || true
+wait "$rpc_server" 2>/dev/null || true
+# One 8 KiB message a read: a prefetch-1 consumer and a basic.get loop, 2,000 each.
+for mode in prefetch1 get; do
+  for client in "${warren_variants[@]}"; do
+    driver=${client#warren-} batching=default
+    if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; batching=off; fi
+    reset_queue bench-S
+    "$warren" perf -x 1 -y 0 -s 8192 -C 2000 -c 1000 -u bench-S --json --url "$url" >/dev/null 2>&1
+    line=$("$one_at_a_time" --port "$RMQ_PORT" --queue bench-S --mode "$mode" --size 8192 --count 2000 --driver "$driver" \
+      --batching "$batching")
+    size_record "$mode" 8192 "$client" "$line"
+  done
+done
+drop_queue bench-S
+drop_queue bench-rpc
+
 echo "scale"
 bench/scale.sh --warren "$warren" --url "$url" --seconds "$scale_seconds" >"$scale_results"
 
 mkdir -p "$out"
 # The 1-minute load average as the runs end: other work on the machine (a build, say) raises
 # every client's CPU per message, so the report says how busy the machine was.
-/usr/bin/python3 bench/compare_report.py "$results" "$syscall_results" "$latency_results" "$scale_results" \
+/usr/bin/python3 bench/compare_report.py "$results" "$syscall_results" "$latency_results" "$size_results" "$scale_results" \
   "$out" "$rounds" "$count" "$pika_count" \
   "$("$RMQ_CTL" version 2>/dev/null)" "$("$RMQ_CTL" eval 'erlang:system_info(otp_release).' 2>/dev/null | tr -d '"')" \
   "$(cut -d' ' -f1 /proc/loadavg)"
-rm -f "$results" "$syscall_results" "$latency_results" "$scale_results"
+rm -f "$results" "$syscall_results" "$latency_results" "$size_results" "$scale_results"

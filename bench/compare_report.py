@@ -4,7 +4,9 @@ docs/benchmarks-scale.png.
 Medians per client and workload of msgs/s, CPU microseconds per message (user + sys, from
 getrusage) and peak RSS, and the ratio of CPU per message to rabbitmq-c, to the best peer (the
 cheapest other client) and to the wire floor (no client); syscalls per message;
-latency at a sustained rate in the default and the throughput mode; the scale runs.
+latency at a sustained rate in the default and the throughput mode; latency by message size
+(a paced stream, RPC round trips, a prefetch-1 consumer and a get loop) at default and with
+batching off; the scale runs.
 """
 import json
 import os
@@ -13,8 +15,8 @@ import statistics
 import subprocess
 import sys
 
-(results_path, syscalls_path, latency_path, scale_path, out_dir, rounds, count, pika_count,
- rabbitmq_version, otp_release, load_average) = sys.argv[1:12]
+(results_path, syscalls_path, latency_path, size_path, scale_path, out_dir, rounds, count, pika_count,
+ rabbitmq_version, otp_release, load_average) = sys.argv[1:13]
 
 
 def read_lines(path):
@@ -24,6 +26,7 @@ def read_lines(path):
 runs = read_lines(results_path)
 syscall_runs = read_lines(syscalls_path)
 latency_runs = read_lines(latency_path)
+size_runs = read_lines(size_path)
 scale_runs = read_lines(scale_path)
 clients = ["warren-uv", "warren-asio", "rabbitmq-c", "pika", "amqp091-go", "java", "java-warm", "amqplib",
            "wire-floor", "warren-asio-uring", "warren-asio-receive", "warren-uv-batch", "warren-asio-batch",
@@ -240,6 +243,87 @@ if latency_runs:
             lines.append(f"- warren-{d}: p50/p99 {on['latency_us']['p50']:,.0f}/{on['latency_us']['p99']:,.0f} µs "
                          f"at default settings, {off['latency_us']['p50']:,.0f}/{off['latency_us']['p99']:,.0f} µs "
                          "with read batching off.")
+
+# Latency by message size.
+if size_runs:
+    def by(kind):
+        return {(r["size"], r["client"]): r["result"] for r in size_runs if r["kind"] == kind}
+
+    def within(on, off):  # the goal: the default's p50 within 10% (or 50 µs) of batching off
+        return on <= max(off * 1.10, off + 50)
+
+    stream, rpc = by("stream"), by("rpc")
+    sizes = sorted({s for s, _ in stream} | {s for s, _ in rpc})
+    lines += [
+        "",
+        "## Latency by message size",
+        "",
+        "Read batching may never hold a message that nothing says is followed by more (issue 37). "
+        "A paced stream: one producer and one consumer in one process, 200 msg/s of each size "
+        "(`warren perf -x 1 -y 1 -r 200 -s SIZE`; the peers' programs with `--workload latency "
+        "--rate 200 --size SIZE`), prefetch 500: the latency is publish to delivery callback. "
+        "RPC: 300 calls one after another over direct reply-to to `warren rpc serve` (the reply "
+        "as large as the request; bench/read_latency.cpp), the latency a call's round trip. "
+        "\"default\" is warren at default settings, \"off\" with read batching off "
+        "(`--read-min-bytes 0`); the ratio is default / off.",
+        "",
+        "| size (B) | client | stream p50 (µs) | stream p99 (µs) | p50 default/off | RPC p50 (µs) | RPC p99 (µs) | RPC p50 default/off |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    verdicts = []
+    for size in sizes:
+        for client in ("warren-uv", "warren-uv-unbatched", "warren-asio", "warren-asio-unbatched", "amqp091-go", "java-warm", "amqplib"):
+            s, r = stream.get((size, client)), rpc.get((size, client))
+            if not s and not r:
+                continue
+            name = client.replace("-unbatched", " (off)") if client.startswith("warren") else shown.get(client, client)
+            cells = [f"{s['latency_us']['p50']:,.0f}" if s else "", f"{s['latency_us']['p99']:,.0f}" if s else "", "",
+                     f"{r['latency_us']['p50']:,.0f}" if r else "", f"{r['latency_us']['p99']:,.0f}" if r else "", ""]
+            if client in ("warren-uv", "warren-asio"):
+                s_off, r_off = stream.get((size, client + "-unbatched")), rpc.get((size, client + "-unbatched"))
+                if s and s_off:
+                    cells[2] = f"{s['latency_us']['p50'] / s_off['latency_us']['p50']:.2f}"
+                    verdicts.append(("stream", client, size, within(s["latency_us"]["p50"], s_off["latency_us"]["p50"])))
+                if r and r_off:
+                    cells[5] = f"{r['latency_us']['p50'] / r_off['latency_us']['p50']:.2f}"
+                    verdicts.append(("rpc", client, size, within(r["latency_us"]["p50"], r_off["latency_us"]["p50"])))
+            lines.append(f"| {size:,} | {name} | " + " | ".join(cells) + " |")
+    if verdicts:
+        missed = [f"{k} {c} {s:,} B" for k, c, s, ok in verdicts if not ok]
+        lines += ["", "- The default's p50 within 10% (or 50 µs) of batching off, at every size, both drivers: " +
+                  ("yes." if not missed else "no: " + ", ".join(missed) + ".")]
+        for client in ("warren-uv", "warren-asio"):
+            worse = []
+            for size in sizes:
+                mine = stream.get((size, client))
+                theirs = [stream[(size, p)]["latency_us"]["p99"] for p in ("amqp091-go", "java-warm", "amqplib") if (size, p) in stream]
+                if mine and theirs and mine["latency_us"]["p99"] > min(theirs):
+                    worse.append(f"{size:,} B ({mine['latency_us']['p99']:,.0f} against {min(theirs):,.0f} µs)")
+            lines.append(f"- {client}'s stream p99 against the best peer's at each size: " +
+                         ("never worse." if not worse else "worse at " + ", ".join(worse) + "."))
+    one = [r for r in size_runs if r["kind"] in ("prefetch1", "get")]
+    if one:
+        lines += [
+            "",
+            "One 8 KiB message a read: 2,000 through a consumer with a prefetch of 1 (the next is sent only "
+            "after the ack) and 2,000 through `basic.get` one after another (bench/read_latency.cpp), "
+            "the rate at default and with batching off.",
+            "",
+            "| loop | client | msgs/s | p50 between messages (µs) | p99 (µs) | rate default/off |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        rates = {(r["kind"], r["client"]): r["result"] for r in one}
+        for kind in ("prefetch1", "get"):
+            for client in ("warren-uv", "warren-uv-unbatched", "warren-asio", "warren-asio-unbatched"):
+                v = rates.get((kind, client))
+                if not v:
+                    continue
+                off = rates.get((kind, client + "-unbatched"))
+                ratio = f"{v['rate'] / off['rate']:.2f}" if off else ""
+                name = client.replace("-unbatched", " (off)")
+                label = "prefetch 1" if kind == "prefetch1" else "basic.get"
+                lines.append(f"| {label} | {name} | {v['rate']:,.0f} | {v['latency_us']['p50']:,.0f} | "
+                             f"{v['latency_us']['p99']:,.0f} | {ratio} |")
 
 # Scale.
 if scale_runs:
