@@ -254,9 +254,12 @@ drop_queue bench-L
 # prefetch-1 consumer and a get loop nothing at any size. Each warren client at default and
 # with batching off (-unbatched), both drivers; the peers where their programs can (a paced
 # stream: --workload latency --size). 200 msg/s: 51 MB/s at 256 KiB, far from the broker's
-# limit, so the latency is the clients'.
+# limit, so the latency is the clients'. Three rounds, the clients in another order each time,
+# and the report takes each cell's median: one run's p50 moves by tens of µs on this machine,
+# more than batching may cost.
 echo "latency by size"
 size_rate=200
+size_rounds=$((rounds < 3 ? rounds : 3))
 size_record() {  # size_record KIND SIZE CLIENT LINE
   echo "{\"kind\":\"$1\",\"size\":$2,\"client\":\"$3\",\"result\":$4}" >>"$size_results"
   echo "  $1 $2 B $3: $4"
@@ -264,7 +267,11 @@ size_record() {  # size_record KIND SIZE CLIENT LINE
 warren_variants=(warren-uv warren-uv-unbatched warren-asio warren-asio-unbatched)
 "$warren" rpc serve --queue bench-rpc --url "$url" >/dev/null 2>&1 &
 rpc_server=$!
-for size in ${sizes//,/ }; do
+for ((sr = 0; sr < size_rounds; sr++)); do
+ # Every other round the other way round: off before default.
+ if ((sr % 2)); then warren_variants=(warren-asio-unbatched warren-asio warren-uv-unbatched warren-uv); else
+   warren_variants=(warren-uv warren-uv-unbatched warren-asio warren-asio-unbatched); fi
+ for size in ${sizes//,/ }; do
   for client in "${warren_variants[@]}"; do
     driver=${client#warren-}
     extra=()
@@ -286,15 +293,17 @@ for size in ${sizes//,/ }; do
   for client in "${warren_variants[@]}"; do
     driver=${client#warren-} batching=default
     if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; batching=off; fi
-    line=$("$one_at_a_time" --port "$RMQ_PORT" --queue bench-rpc --mode rpc --size "$size" --count 300 --driver "$driver" \
+    line=$("$one_at_a_time" --port "$RMQ_PORT" --queue bench-rpc --mode rpc --size "$size" --count 1000 --driver "$driver" \
       --batching "$batching")
     size_record rpc "$size" "$client" "$line"
   done
+ done
 done
 kill "$rpc_server" 2>/dev/null || true
 wait "$rpc_server" 2>/dev/null || true
 # One 8 KiB message a read: a prefetch-1 consumer and a basic.get loop, 2,000 each.
-for mode in prefetch1 get; do
+for ((sr = 0; sr < size_rounds; sr++)); do
+ for mode in prefetch1 get; do
   for client in "${warren_variants[@]}"; do
     driver=${client#warren-} batching=default
     if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; batching=off; fi
@@ -304,6 +313,7 @@ for mode in prefetch1 get; do
       --batching "$batching")
     size_record "$mode" 8192 "$client" "$line"
   done
+ done
 done
 drop_queue bench-S
 drop_queue bench-rpc

@@ -246,8 +246,21 @@ if latency_runs:
 
 # Latency by message size.
 if size_runs:
+    def median_result(results):  # each field's median over the rounds (latency_us's too)
+        out = {}
+        for k in ("rate", "receive_rate"):
+            vals = [r[k] for r in results if k in r]
+            if vals:
+                out[k] = statistics.median(vals)
+        out["latency_us"] = {q: statistics.median([r["latency_us"][q] for r in results]) for q in ("p50", "p99")}
+        return out
+
     def by(kind):
-        return {(r["size"], r["client"]): r["result"] for r in size_runs if r["kind"] == kind}
+        grouped = {}
+        for r in size_runs:
+            if r["kind"] == kind:
+                grouped.setdefault((r["size"], r["client"]), []).append(r["result"])
+        return {k: median_result(v) for k, v in grouped.items()}
 
     def within(on, off):  # the goal: the default's p50 within 10% (or 50 µs) of batching off
         return on <= max(off * 1.10, off + 50)
@@ -259,10 +272,12 @@ if size_runs:
         "## Latency by message size",
         "",
         "Read batching may never hold a message that nothing says is followed by more (issue 37). "
+        f"Each cell is the median of {max(len([r for r in size_runs if r['kind'] == 'rpc' and r['client'] == 'warren-uv' and r['size'] == size_runs[0]['size']]), 1)} "
+        "rounds (the clients in turn, warren's in the other order every other round). "
         "A paced stream: one producer and one consumer in one process, 200 msg/s of each size "
         "(`warren perf -x 1 -y 1 -r 200 -s SIZE`; the peers' programs with `--workload latency "
         "--rate 200 --size SIZE`), prefetch 500: the latency is publish to delivery callback. "
-        "RPC: 300 calls one after another over direct reply-to to `warren rpc serve` (the reply "
+        "RPC: 1,000 calls one after another over direct reply-to to `warren rpc serve` (the reply "
         "as large as the request; bench/read_latency.cpp), the latency a call's round trip. "
         "\"default\" is warren at default settings, \"off\" with read batching off "
         "(`--read-min-bytes 0`); the ratio is default / off.",
@@ -302,6 +317,9 @@ if size_runs:
             lines.append(f"- {client}'s stream p99 against the best peer's at each size: " +
                          ("never worse." if not worse else "worse at " + ", ".join(worse) + "."))
     one = [r for r in size_runs if r["kind"] in ("prefetch1", "get")]
+    rates = {}
+    for kind in ("prefetch1", "get"):
+        rates.update({(kind, client): v for (_, client), v in by(kind).items()})
     if one:
         lines += [
             "",
@@ -312,7 +330,6 @@ if size_runs:
             "| loop | client | msgs/s | p50 between messages (µs) | p99 (µs) | rate default/off |",
             "|---|---|---:|---:|---:|---:|",
         ]
-        rates = {(r["kind"], r["client"]): r["result"] for r in one}
         for kind in ("prefetch1", "get"):
             for client in ("warren-uv", "warren-uv-unbatched", "warren-asio", "warren-asio-unbatched"):
                 v = rates.get((kind, client))
