@@ -253,7 +253,7 @@ drop_queue bench-L
 # Latency by message size (issue 37): read batching must cost a paced stream, a reply, a
 # prefetch-1 consumer and a get loop nothing at any size. Each warren client at default and
 # with batching off (-unbatched), both drivers; the peers where their programs can (a paced
-# stream: --workload latency --size). 200 msg/s: 51 MB/s at 256 KiB, far from the broker's
+# stream: --workload latency --size; RPC: --workload rpc --size). 200 msg/s: 51 MB/s at 256 KiB, far from the broker's
 # limit, so the latency is the clients'. Three rounds, the clients in another order each time,
 # and the report takes each cell's median: one run's p50 moves by tens of µs on this machine,
 # more than batching may cost.
@@ -295,6 +295,13 @@ for ((sr = 0; sr < size_rounds; sr++)); do
     if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; batching=off; fi
     line=$("$one_at_a_time" --port "$RMQ_PORT" --queue bench-rpc --mode rpc --size "$size" --count 1000 --driver "$driver" \
       --batching "$batching")
+    size_record rpc "$size" "$client" "$line"
+  done
+  for client in amqp091-go java-warm amqplib; do
+    program=$peers/${client%-warm}-perf
+    extra=()
+    [[ $client == java-warm ]] && extra=(--warmup 1000)
+    line=$("$program" --port "$RMQ_PORT" --queue bench-rpc --workload rpc --count 1000 --size "$size" "${extra[@]}" 2>/dev/null)
     size_record rpc "$size" "$client" "$line"
   done
  done

@@ -278,7 +278,8 @@ if size_runs:
         "(`warren perf -x 1 -y 1 -r 200 -s SIZE`; the peers' programs with `--workload latency "
         "--rate 200 --size SIZE`), prefetch 500: the latency is publish to delivery callback. "
         "RPC: 1,000 calls one after another over direct reply-to to `warren rpc serve` (the reply "
-        "as large as the request; bench/read_latency.cpp), the latency a call's round trip. "
+        "as large as the request; bench/read_latency.cpp, the peers' programs with `--workload rpc`), "
+        "the latency a call's round trip. "
         "\"default\" is warren at default settings, \"off\" with read batching off "
         "(`--read-min-bytes 0`); the ratio is default / off.",
         "",
@@ -307,15 +308,19 @@ if size_runs:
         missed = [f"{k} {c} {s:,} B" for k, c, s, ok in verdicts if not ok]
         lines += ["", "- The default's p50 within 10% (or 50 µs) of batching off, at every size, both drivers: " +
                   ("yes." if not missed else "no: " + ", ".join(missed) + ".")]
-        for client in ("warren-uv", "warren-asio"):
-            worse = []
-            for size in sizes:
-                mine = stream.get((size, client))
-                theirs = [stream[(size, p)]["latency_us"]["p99"] for p in ("amqp091-go", "java-warm", "amqplib") if (size, p) in stream]
-                if mine and theirs and mine["latency_us"]["p99"] > min(theirs):
-                    worse.append(f"{size:,} B ({mine['latency_us']['p99']:,.0f} against {min(theirs):,.0f} µs)")
-            lines.append(f"- {client}'s stream p99 against the best peer's at each size: " +
-                         ("never worse." if not worse else "worse at " + ", ".join(worse) + "."))
+        for kind, table in (("stream", stream), ("RPC", rpc)):
+            for client in ("warren-uv", "warren-asio"):
+                worse, compared = [], 0
+                for size in sizes:
+                    mine = table.get((size, client))
+                    theirs = [table[(size, p)]["latency_us"]["p99"] for p in ("amqp091-go", "java-warm", "amqplib") if (size, p) in table]
+                    if mine and theirs:
+                        compared += 1
+                        if mine["latency_us"]["p99"] > min(theirs):
+                            worse.append(f"{size:,} B ({mine['latency_us']['p99']:,.0f} against {min(theirs):,.0f} µs)")
+                if compared:
+                    lines.append(f"- {client}'s {kind} p99 at default against the best peer's at each size: " +
+                                 ("never worse." if not worse else "worse at " + ", ".join(worse) + "."))
     one = [r for r in size_runs if r["kind"] in ("prefetch1", "get")]
     rates = {}
     for kind in ("prefetch1", "get"):

@@ -3,7 +3,7 @@
 // connection, a goroutine per role, confirms through NotifyPublish, deliveries from the
 // channel Consume returns), and the same JSON summary line.
 //
-//	amqp091-go-perf --port P --queue Q --workload publish|confirm|consume|latency --count N
+//	amqp091-go-perf --port P --queue Q --workload publish|confirm|consume|latency|rpc --count N
 //	                [--size B] [--rate R --seconds S]
 //
 // Q must exist (compare.sh declares it, with the same arguments for every client).
@@ -14,6 +14,8 @@
 //	latency: a producer paced at R msg/s for S seconds and a consumer (prefetch 500, a
 //	         multiple ack every 100) on two channels of one connection; each body carries its
 //	         send time (monotonic ns) in its first 8 bytes
+//	rpc:     N calls one after another to `warren rpc serve --queue Q` over direct reply-to
+//	         (B bytes each way); the latency is a call's round trip
 //
 // CPU is this process's user + system time (getrusage) from the first publish or the
 // subscription to the end, as for the other clients. Built with Debian's amqp091-go 1.5.0
@@ -100,15 +102,15 @@ func queueDepth(ch *amqp.Channel, queue string) int {
 func main() {
 	port := flag.Int("port", 5672, "broker port on 127.0.0.1")
 	queue := flag.String("queue", "", "queue (must exist)")
-	workload := flag.String("workload", "", "publish|confirm|consume|latency")
+	workload := flag.String("workload", "", "publish|confirm|consume|latency|rpc")
 	count := flag.Uint64("count", 0, "messages")
 	size := flag.Int("size", 64, "body bytes")
 	rate := flag.Float64("rate", 0, "latency: messages per second")
 	seconds := flag.Float64("seconds", 0, "latency: seconds")
 	flag.Parse()
-	usage := errors.New("--port P --queue Q --workload publish|confirm|consume|latency --count N [--size B] [--rate R --seconds S]")
+	usage := errors.New("--port P --queue Q --workload publish|confirm|consume|latency|rpc --count N [--size B] [--rate R --seconds S]")
 	switch *workload {
-	case "publish", "confirm", "consume":
+	case "publish", "confirm", "consume", "rpc":
 		if *count == 0 {
 			die("usage", usage)
 		}
@@ -284,6 +286,34 @@ func main() {
 		mu.Lock()
 		stopped = true
 		mu.Unlock()
+
+	case "rpc":
+		// Calls one after another over direct reply-to, as bench-read-latency --mode rpc does:
+		// the server (`warren rpc serve --queue Q`) replies with as many bytes as it was sent.
+		replies, err := ch.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil)
+		if err != nil {
+			die("basic.consume amq.rabbitmq.reply-to", err)
+		}
+		latencies = make([]uint64, 0, *count)
+		start, cpuStart = time.Now(), cpuSeconds()
+		for out.Sent < *count {
+			id := strconv.FormatUint(out.Sent, 10)
+			t := nowNs()
+			if err := ch.PublishWithContext(ctx, "", *queue, false, false,
+				amqp.Publishing{Body: body, ReplyTo: "amq.rabbitmq.reply-to", CorrelationId: id}); err != nil {
+				die("publish", err)
+			}
+			out.Sent++
+			d, ok := <-replies
+			if !ok {
+				die("rpc", errors.New("the channel closed before a reply"))
+			}
+			if d.CorrelationId != id || len(d.Body) != *size {
+				die("rpc", fmt.Errorf("reply %q of %d bytes to call %s", d.CorrelationId, len(d.Body), id))
+			}
+			latencies = append(latencies, nowNs()-t)
+			out.Received++
+		}
 	}
 
 	out.Seconds = time.Since(start).Seconds()

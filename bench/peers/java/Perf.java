@@ -3,7 +3,7 @@
 // uses it (one connection; asynchronous publisher confirms through a ConfirmListener; a
 // DefaultConsumer with manual acks, run by the client's consumer thread pool), and the same
 // JSON summary line.
-//   java-perf --port P --queue Q --workload publish|confirm|consume|latency --count N
+//   java-perf --port P --queue Q --workload publish|confirm|consume|latency|rpc --count N
 //             [--size B] [--rate R --seconds S] [--warmup N]
 // Q must exist (compare.sh declares it, with the same arguments for every client).
 //   publish: N messages without confirms, until the broker holds them (polled every 5 ms)
@@ -12,9 +12,12 @@
 //   latency: a producer paced at R msg/s for S seconds and a consumer (prefetch 500, a
 //            multiple ack every 100) on two channels of one connection; each body carries its
 //            send time (System.nanoTime) in its first 8 bytes
+//   rpc:     N calls one after another to `warren rpc serve --queue Q` over direct reply-to
+//            (B bytes each way), the reply handed over through a queue as the client's RPC
+//            tutorial does; the latency is a call's round trip
 // --warmup W first moves W messages the same way, unmeasured, so the JIT has compiled the
 // hot paths: publish and confirm send W more, consume reads W more (Q must hold W + N),
-// latency paces W messages at R msg/s before the S measured seconds.
+// latency paces W messages at R msg/s before the S measured seconds, rpc makes W calls more.
 // cpu_seconds is the process's CPU (user + system, all threads: JIT and GC included) over the
 // measured phase; process_cpu_us_per_msg divides the process's whole CPU, JVM start-up
 // included, by the measured messages.
@@ -35,6 +38,8 @@ import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.Arrays;
 import java.util.Locale;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -289,6 +294,40 @@ public final class Perf {
     measuredSent = sent - warmup;
   }
 
+  void rpcWorkload() throws Exception {
+    final BlockingQueue<AMQP.BasicProperties> replies = new ArrayBlockingQueue<>(1);
+    final int[] replySize = {0};
+    ch.basicConsume("amq.rabbitmq.reply-to", true, new DefaultConsumer(ch) {
+      @Override
+      public void handleDelivery(String tag, Envelope envelope, AMQP.BasicProperties properties, byte[] b) {
+        replySize[0] = b.length;  // read after take(): the queue orders it
+        replies.offer(properties);
+      }
+    });
+    latencies = new long[(int) count];
+    for (int phase = 0; phase < 2; ++phase) {
+      final long n = phase == 0 ? warmup : count;
+      if (n == 0) continue;
+      if (phase == 1) startMeasuring();
+      for (long i = 0; i < n; ++i) {
+        final String id = Long.toString(sent);
+        final AMQP.BasicProperties props =
+            new AMQP.BasicProperties.Builder().replyTo("amq.rabbitmq.reply-to").correlationId(id).build();
+        final long t = System.nanoTime();
+        ch.basicPublish("", queue, props, body);
+        ++sent;
+        final AMQP.BasicProperties reply = replies.poll(10, TimeUnit.SECONDS);
+        if (reply == null) die("rpc", "no reply to call " + id + " within 10 s");
+        if (!id.equals(reply.getCorrelationId()) || replySize[0] != body.length)
+          die("rpc", "reply " + reply.getCorrelationId() + " of " + replySize[0] + " bytes to call " + id);
+        if (phase == 1) latencies[latencyCount++] = System.nanoTime() - t;
+      }
+    }
+    stopMeasuring();
+    measuredSent = count;
+    measuredReceived = count;
+  }
+
   static String num(double v) {
     if (Double.isNaN(v) || Double.isInfinite(v)) return "0";
     return String.format(Locale.ROOT, "%.6f", v);
@@ -314,7 +353,7 @@ public final class Perf {
 
   public static void main(String[] args) {
     final String usage =
-        "--port P --queue Q --workload publish|confirm|consume|latency --count N [--size B] [--rate R --seconds S] [--warmup N]";
+        "--port P --queue Q --workload publish|confirm|consume|latency|rpc --count N [--size B] [--rate R --seconds S] [--warmup N]";
     int port = 5672, size = 64;
     String queue = null, workload = null;
     long count = 0, warmup = 0;
@@ -340,7 +379,7 @@ public final class Perf {
     }
     if (queue == null || workload == null || warmup < 0 || size < 0) die("usage", usage);
     switch (workload) {
-      case "publish": case "confirm": case "consume":
+      case "publish": case "confirm": case "consume": case "rpc":
         if (count <= 0) die("usage", usage);
         break;
       case "latency":
@@ -364,6 +403,7 @@ public final class Perf {
         case "publish": p.publishWorkload(); break;
         case "confirm": p.confirmWorkload(); break;
         case "consume": p.consumeWorkload(); break;
+        case "rpc": p.rpcWorkload(); break;
         default: p.latencyWorkload(); break;
       }
       System.out.println(p.summary());

@@ -3,7 +3,7 @@
 // it (one connection with noDelay, the promise API for set-up, a ConfirmChannel whose publish
 // takes a callback per message, publish() returning false honoured by waiting for 'drain'),
 // and the same JSON summary line.
-//   amqplib-perf --port P --queue Q --workload publish|confirm|consume|latency --count N
+//   amqplib-perf --port P --queue Q --workload publish|confirm|consume|latency|rpc --count N
 //                [--size B] [--rate R --seconds S]
 // Q must exist (compare.sh declares it, with the same arguments for every client).
 //   publish: N messages without confirms, until the broker holds them (polled every 5 ms)
@@ -12,6 +12,8 @@
 //   latency: a producer paced at R msg/s for S seconds and a consumer (prefetch 500, a
 //            multiple ack every 100) on two channels of one connection; each body carries its
 //            send time (process.hrtime, ns) in its first 8 bytes
+//   rpc:     N calls one after another to `warren rpc serve --queue Q` over direct reply-to
+//            (B bytes each way); the latency is a call's round trip
 // CPU is this process's user + system time (process.cpuUsage: all threads) from the first
 // publish or the subscription to the end, as for the other clients; peak RSS is
 // process.resourceUsage().maxRSS (KiB).
@@ -22,7 +24,7 @@ const WINDOW = 1000;  // confirms: at most this many unconfirmed
 const TOP_UP = 750;   // a full window is topped up once in-flight is down to this
 const PREFETCH = 500;
 const ACK_EVERY = 100;
-const USAGE = '--port P --queue Q --workload publish|confirm|consume|latency --count N [--size B] [--rate R --seconds S]';
+const USAGE = '--port P --queue Q --workload publish|confirm|consume|latency|rpc --count N [--size B] [--rate R --seconds S]';
 
 let finished = false;
 
@@ -47,7 +49,7 @@ function parse(argv) {
       default: fail('usage', USAGE);
     }
   }
-  const counted = ['publish', 'confirm', 'consume'].includes(a.workload);
+  const counted = ['publish', 'confirm', 'consume', 'rpc'].includes(a.workload);
   if (!a.queue || !Number.isInteger(a.port) || !Number.isInteger(a.size) || a.size < 0) fail('usage', USAGE);
   if (counted && !(Number.isInteger(a.count) && a.count > 0)) fail('usage', USAGE);
   if (a.workload === 'latency' && !(a.rate > 0 && a.seconds > 0 && a.size >= 8))
@@ -191,6 +193,35 @@ async function latencyWorkload(conn, a) {
   return { sent, confirmed: 0, received, ...m, latencies, channels: [producer, consumer] };
 }
 
+async function rpcWorkload(conn, a, body) {
+  const ch = await conn.createChannel();
+  ch.on('error', err => fail('channel', err));
+  let waiting = null;  // the call in flight: its id and what to do with its reply
+  await ch.consume('amq.rabbitmq.reply-to', msg => {
+    if (msg === null) fail('consume', 'the broker cancelled the reply consumer');
+    const w = waiting;
+    waiting = null;
+    if (!w || msg.properties.correlationId !== w.id || msg.content.length !== a.size)
+      fail('rpc', `reply ${msg.properties.correlationId} of ${msg.content.length} bytes to call ${w && w.id}`);
+    w.resolve();
+  }, { noAck: true });
+  const latencies = [];
+  let sent = 0;
+  const stop = meter();
+  while (sent < a.count) {
+    const id = String(sent);
+    const t = process.hrtime.bigint();
+    const replied = new Promise(resolve => { waiting = { id, resolve }; });
+    ch.publish('', a.queue, body, { replyTo: 'amq.rabbitmq.reply-to', correlationId: id });
+    ++sent;
+    await replied;
+    latencies.push(Number(process.hrtime.bigint() - t));
+  }
+  const m = stop();
+  latencies.sort((x, y) => x - y);
+  return { sent, confirmed: 0, received: sent, ...m, latencies, channels: [ch] };
+}
+
 // quantile as warren perf's histogram reads it: the sample at rank floor(q*(n-1))+1.
 const quantileUs = (sorted, q) => (sorted.length ? sorted[Math.floor(q * (sorted.length - 1))] / 1000 : 0);
 
@@ -214,6 +245,7 @@ const quantileUs = (sorted, q) => (sorted.length ? sorted[Math.floor(q * (sorted
     case 'publish': r = await publishWorkload(conn, a, body); break;
     case 'confirm': r = await confirmWorkload(conn, a, body); break;
     case 'consume': r = await consumeWorkload(conn, a); break;
+    case 'rpc': r = await rpcWorkload(conn, a, body); break;
     default: r = await latencyWorkload(conn, a); break;
   }
   const lat = r.latencies || [];
