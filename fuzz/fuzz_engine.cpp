@@ -117,6 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 10: note((op & 16) ? c.close_channel(ch, now) : c.basic_cancel(ch, "t", now)); break;
       case 11:
         if (op & 16) note(c.close(now));
+        else if (op & 64) note(c.update_secret("token", "refresh", now));
         else c.consume_output(c.pending_output_bytes() / 2 + 1);
         break;
     }

@@ -34,6 +34,9 @@ class Category final : public std::error_category {
       case errc::invalid_argument: return "invalid argument";
       case errc::nacked: return "nacked by the broker";
       case errc::unroutable: return "unroutable";
+      case errc::ack_timeout: return "delivery acknowledgement timed out";
+      case errc::message_too_large: return "message too large";
+      case errc::credentials_unavailable: return "credentials unavailable";
     }
     return "unknown warren error";
   }
@@ -57,6 +60,7 @@ Scope scope(const Error& e) noexcept {
     case errc::string_too_long:
     case errc::nacked:
     case errc::unroutable:
+    case errc::message_too_large:  // refused before it was sent; the broker's own refusal closed the channel
     case errc::consumer_cancelled:
     case errc::not_found:        // a local lookup (no such consumer): the broker's 404 has a reply code
     case errc::resource_locked:  // a local limit: no free channel number, too many waiting publishes
@@ -70,6 +74,8 @@ Scope scope(const Error& e) noexcept {
 }
 
 bool is_permanent(const Error& e) noexcept {
+  // An ack timeout is a 406 that a new subscription gets past (the message was requeued).
+  if (e.code == make_error_code(errc::ack_timeout)) return false;
   if (e.reply_code == 403 || e.reply_code == 406 || e.reply_code == 530) return true;
   if (e.code.category() != error_category()) return false;
   switch (static_cast<errc>(e.code.value())) {
@@ -79,6 +85,7 @@ bool is_permanent(const Error& e) noexcept {
     case errc::string_too_long:
     case errc::invalid_url:
     case errc::tls_config:
+    case errc::message_too_large:
       return true;
     default:
       return false;

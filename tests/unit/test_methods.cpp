@@ -42,6 +42,8 @@ std::vector<Case> cases() {
       {ConnectionCloseOk{}, "000a 0033"},
       {ConnectionBlocked{"low on memory"}, "000a 003c 0d 6c6f77206f6e206d656d6f7279"},
       {ConnectionUnblocked{}, "000a 003d"},
+      {ConnectionUpdateSecret{"tok", "refresh"}, "000a 0046 00000003 746f6b 07 72656672657368"},
+      {ConnectionUpdateSecretOk{}, "000a 0047"},
       {ChannelOpen{}, "0014 000a 00"},
       {ChannelOpenOk{}, "0014 000b 00000000"},
       {ChannelFlow{true}, "0014 0014 01"},

@@ -42,6 +42,12 @@ enum class errc : int {
   // publish outcomes that are not a success
   nacked,              // the broker refused a confirmed publish (basic.nack)
   unroutable,          // a mandatory publish no queue took (basic.return, reply 312 NO_ROUTE)
+  // limits a broker enforces
+  ack_timeout,          // the broker closed the channel: a delivery stayed unacknowledged past
+                        // its consumer_timeout (406; redelivered to the next consumer)
+  message_too_large,    // a publish over max_body_bytes (refused before it is sent), or over the
+                        // broker's max_message_size (406: it closed the channel)
+  credentials_unavailable,  // the credentials provider failed (ClientOptions::credentials)
 };
 
 [[nodiscard]] const std::error_category& error_category() noexcept;

@@ -296,9 +296,14 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
   s.now_ = now;
   auto ch = s.usable_channel(channel);
   if (!ch.ok()) return std::move(ch).error();
-  if (body.size() > s.options_.max_body_bytes)
-    return make_error(errc::frame_too_large, "message body of " + std::to_string(body.size()) +
-                                                 " bytes exceeds max_body_bytes " + std::to_string(s.options_.max_body_bytes));
+  if (body.size() > s.options_.max_body_bytes) {
+    Error e = make_error(errc::message_too_large, "a message body of " + std::to_string(body.size()) +
+                                                      " bytes is over max_body_bytes " +
+                                                      std::to_string(s.options_.max_body_bytes) +
+                                                      " (not sent; the channel stays open)");
+    e.sent = Sent::no;
+    return e;
+  }
   if (options.timeout && *options.timeout <= Duration::zero())
     return make_error(errc::invalid_argument, "a publish timeout must be positive");
   const Duration timeout = options.timeout.value_or(s.timeout_of(**ch));
@@ -371,6 +376,18 @@ Result<void> Connection::reject(ChannelId channel, const wire::BasicReject& m) {
   return {};
 }
 
+Result<RequestId> Connection::update_secret(std::string_view new_secret, std::string_view reason, Instant now) {
+  auto& s = *impl_;
+  s.now_ = now;
+  if (auto r = s.check_open(); !r.ok()) return std::move(r).error();
+  if (reason.size() > 255) return make_error(errc::string_too_long, "an update-secret reason is at most 255 bytes");
+  if (new_secret.size() > 0xFFFFFFFFu) return make_error(errc::string_too_long, "a secret over 4 GiB");
+  const RequestId id = ++s.next_request_;
+  s.secret_updates_.push_back(detail::SecretUpdate{id, s.expiry(s.options_.request_timeout)});
+  s.send_method(0, wire::ConnectionUpdateSecret{new_secret, reason});
+  return id;
+}
+
 Result<void> Connection::close(Instant now, std::uint16_t reply_code, std::string_view reply_text) {
   auto& s = *impl_;
   s.now_ = now;
@@ -387,6 +404,7 @@ Result<void> Connection::close(Instant now, std::uint16_t reply_code, std::strin
   s.send_method(0, wire::ConnectionClose{reply_code, reply_text.substr(0, 255), 0, 0});
   // After our close the broker's frames are discarded, so nothing pending can be answered.
   for (ChannelId id : s.active_) s.fail_channel_work(*s.channels_[id], cause);
+  while (!s.secret_updates_.empty()) s.emit(RequestFailed{0, s.secret_updates_.pop_front().id, cause});
   s.phase_ = ClosingConnection{s.expiry(s.options_.close_timeout)};
   return {};
 }

@@ -151,6 +151,7 @@ std::optional<Instant> Connection::Impl::poll_timeout() const {
   }
   if (!unwritten_.empty() && unwritten_due_.at) consider(*unwritten_due_.at);
   if (!waiting_.empty() && waiting_due_.at) consider(*waiting_due_.at);
+  if (!secret_updates_.empty()) consider(secret_updates_.front().deadline);
   return soonest;
 }
 
@@ -188,6 +189,14 @@ void Connection::Impl::handle_timeout(Instant now) {
       wire::write_heartbeat(output_);
       note_sent();
     }
+  }
+
+  if (!secret_updates_.empty() && std::holds_alternative<Running>(phase_) && now >= secret_updates_.front().deadline) {
+    // Channel 0's answers pair by order too, and it cannot be closed alone: a late
+    // update-secret-ok would be taken for the next one's.
+    fail(make_error(errc::timeout, "connection.update-secret had no answer within " + ms_text(options_.request_timeout)),
+         wire::reply::success);
+    return;
   }
 
   // Channels: copy the numbers, since a timeout may free a channel.
@@ -325,6 +334,7 @@ void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
     emit(PublishDone{w.channel, w.id, w.id, PublishOutcome::failed, sent_as(Sent::no, cause)});
   }
   waiting_bytes_ = 0;
+  while (!secret_updates_.empty()) emit(RequestFailed{0, secret_updates_.pop_front().id, cause});
   // Part of its bytes may have gone out (the kernel had them): the broker may have it.
   while (!unwritten_.empty()) {
     auto u = unwritten_.pop_front();

@@ -122,6 +122,7 @@ class Connection::Impl {
   // Confirm-mode publishes whose outcome is not known yet, over every channel: kept as they
   // are tracked and settled (a count, not a walk of the channels: the client asks every turn).
   std::size_t unsettled_publishes_ = 0;
+  detail::Ring<detail::SecretUpdate> secret_updates_;  // update-secrets awaiting their ok
   detail::Ring<detail::Unwritten> unwritten_;
   detail::DueBound unwritten_due_;
   detail::Ring<detail::Waiting> waiting_;

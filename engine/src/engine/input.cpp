@@ -179,6 +179,14 @@ void Connection::Impl::on_connection_method(const wire::Method& m) {
     emit(Unblocked{});
     return;
   }
+  if (std::holds_alternative<wire::ConnectionUpdateSecretOk>(m)) {
+    if (secret_updates_.empty()) {
+      fail(unexpected("connection.update-secret-ok arrived, but no update-secret was sent"), wire::reply::command_invalid);
+      return;
+    }
+    emit(RequestDone{0, secret_updates_.pop_front().id, wire::ConnectionUpdateSecretOk{}});
+    return;
+  }
   fail(unexpected(std::string(wire::method_name(m)) + " on channel 0 is not expected on an open connection"),
        wire::reply::command_invalid);
 }

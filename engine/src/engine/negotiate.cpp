@@ -92,7 +92,18 @@ Error close_error(std::uint16_t reply_code, std::string_view reply_text, std::ui
     case wire::reply::access_refused: code = errc::access_refused; break;
     case wire::reply::not_found: code = errc::not_found; break;
     case wire::reply::resource_locked: code = errc::resource_locked; break;
-    case wire::reply::precondition_failed: code = errc::precondition_failed; break;
+    case wire::reply::precondition_failed:
+      // Two limits RabbitMQ enforces with a 406 and says so only in the text (3.8-4.x):
+      // "delivery acknowledgement on channel N timed out. Timeout value used: ..." and
+      // "message size N is larger than configured max size M".
+      if (reply_text.find("delivery acknowledgement on channel") != std::string_view::npos &&
+          reply_text.find("timed out") != std::string_view::npos)
+        code = errc::ack_timeout;
+      else if (reply_text.find("is larger than configured max size") != std::string_view::npos)
+        code = errc::message_too_large;
+      else
+        code = errc::precondition_failed;
+      break;
     default: break;
   }
   Error e = make_error(code, std::string(reply_text));

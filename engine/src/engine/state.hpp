@@ -31,6 +31,12 @@ struct PendingRequest {
   bool stream = false;           // consume: names x-stream-offset (see Consumer::stream)
 };
 
+// A connection.update-secret waiting for its update-secret-ok (channel 0, in order).
+struct SecretUpdate {
+  RequestId id = 0;
+  Instant deadline{};
+};
+
 // A publish in confirm mode, waiting for basic.ack/nack by its sequence number.
 struct Unconfirmed {
   PublishId id = 0;

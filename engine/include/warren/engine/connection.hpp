@@ -115,6 +115,13 @@ class Connection {
   [[nodiscard]] Result<void> ack(ChannelId channel, const wire::BasicAck& m);
   [[nodiscard]] Result<void> nack(ChannelId channel, const wire::BasicNack& m);
   [[nodiscard]] Result<void> reject(ChannelId channel, const wire::BasicReject& m);
+  // connection.update-secret (RabbitMQ): the broker re-authenticates the connection's user with
+  // `new_secret` (a fresh OAuth 2 token, say) in place of the one it logged in with. Settles
+  // with RequestDone{channel 0, update-secret-ok}; a broker that refuses closes the whole
+  // connection (Closed says why). Answers pair by order on channel 0, so one that does not
+  // come within request_timeout ends the connection (errc::timeout): a late one could not be
+  // told from the next. The secret is never printed (wire::to_string shows <hidden>).
+  [[nodiscard]] Result<RequestId> update_secret(std::string_view new_secret, std::string_view reason, Instant now);
   // connection.close; finished once the broker's close-ok arrives (or close_timeout passes).
   [[nodiscard]] Result<void> close(Instant now, std::uint16_t reply_code = 200, std::string_view reply_text = "");
 

@@ -1,5 +1,6 @@
 // Every method warren speaks, as one variant, with its decode, encode and printed form.
-// Classes connection, channel, exchange, queue, basic and confirm, both directions.
+// Classes connection (with RabbitMQ's update-secret), channel, exchange, queue, basic and
+// confirm, both directions.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +22,7 @@ namespace warren::wire {
 using Method = std::variant<
     ConnectionStart, ConnectionStartOk, ConnectionSecure, ConnectionSecureOk, ConnectionTune,
     ConnectionTuneOk, ConnectionOpen, ConnectionOpenOk, ConnectionClose, ConnectionCloseOk,
-    ConnectionBlocked, ConnectionUnblocked,
+    ConnectionBlocked, ConnectionUnblocked, ConnectionUpdateSecret, ConnectionUpdateSecretOk,
     ChannelOpen, ChannelOpenOk, ChannelFlow, ChannelFlowOk, ChannelClose, ChannelCloseOk,
     ExchangeDeclare, ExchangeDeclareOk, ExchangeDelete, ExchangeDeleteOk, ExchangeBind,
     ExchangeBindOk, ExchangeUnbind, ExchangeUnbindOk,

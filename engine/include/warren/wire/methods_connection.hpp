@@ -135,4 +135,24 @@ struct ConnectionUnblocked {
   template <class S, class V> static void fields(S&, V&) {}
 };
 
+// RabbitMQ's extension (class 10, methods 70/71): a new secret (an OAuth 2 token, say) for
+// the open connection, in place of the one it logged in with. The broker re-authenticates
+// the same user with it and answers update-secret-ok, or closes the connection.
+struct ConnectionUpdateSecret {
+  static constexpr MethodId id{10, 70};
+  static constexpr std::string_view name = "connection.update-secret";
+  std::string_view new_secret{};  // a secret: the printer never shows it
+  std::string_view reason{};
+  template <class S, class V> static void fields(S& s, V& v) {
+    v.secret_longstr("new_secret", s.new_secret);
+    v.shortstr("reason", s.reason);
+  }
+};
+
+struct ConnectionUpdateSecretOk {
+  static constexpr MethodId id{10, 71};
+  static constexpr std::string_view name = "connection.update-secret-ok";
+  template <class S, class V> static void fields(S&, V&) {}
+};
+
 }  // namespace warren::wire
