@@ -9,6 +9,10 @@
 # With RMQ_KEEP_DATA=1 the node keeps what an earlier start of DIR stored (a restart).
 # WARREN_BROKER_ERL_ARGS is added to the Erlang VM's arguments (the test command turns off the
 # schedulers' busy waiting with it).
+# With RMQ_OAUTH2_KEY=KEY the node also takes OAuth 2 access tokens as passwords
+# (rabbitmq_auth_backend_oauth2 before the internal backend, so guest and the other users still
+# log in): JWTs signed with HS256 by KEY, audience and resource server "rabbitmq", scopes
+# "rabbitmq.<permission>:<vhost>/<resource>".
 set -euo pipefail
 DIR=$(realpath -m "${1:?usage: broker-start.sh DIR [PORT] [TLS_PORT]}")
 PORT=${2:-0}
@@ -100,6 +104,24 @@ auth_mechanisms.2 = AMQPLAIN
 auth_mechanisms.3 = EXTERNAL
 CONF
   plugins="[rabbitmq_auth_mechanism_ssl]."
+fi
+if [[ -n ${RMQ_OAUTH2_KEY:-} ]]; then
+  cat >> "$DIR/rabbitmq.conf" <<CONF
+auth_backends.1 = rabbit_auth_backend_oauth2
+auth_backends.2 = internal
+CONF
+  # The signing key as the plugin's key_config on 3.10 takes it: kty MAC, the key's text as is.
+  cat > "$DIR/advanced.config" <<CONF
+[{rabbitmq_auth_backend_oauth2, [
+   {resource_server_id, <<"rabbitmq">>},
+   {key_config, [{default_key, <<"warren-test">>},
+                 {signing_keys, #{<<"warren-test">> => {map, #{<<"kty">> => <<"MAC">>, <<"alg">> => <<"HS256">>,
+                                                              <<"value">> => <<"$RMQ_OAUTH2_KEY">>}}}}]}]}].
+CONF
+  if [[ $plugins == "[]." ]]; then plugins="[rabbitmq_auth_backend_oauth2]."
+  else plugins="${plugins%]*}, rabbitmq_auth_backend_oauth2]."; fi
+else
+  rm -f "$DIR/advanced.config"
 fi
 echo "$plugins" > "$DIR/enabled_plugins"
 

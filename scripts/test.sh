@@ -105,6 +105,10 @@ base=$((25672 + RANDOM % 1400))
 # 2.91 s without busy waiting, and the run ended sooner. Every node this command starts (the
 # suites' restarts too, through the environment) runs without it.
 export WARREN_BROKER_ERL_ARGS='+sbwt none +sbwtdcpu none +sbwtdio none'
+# Node B also takes OAuth 2 tokens (rabbitmq_auth_backend_oauth2 before the internal backend):
+# the oauth2 suite, in B's lane, signs them with this key. Not exported: a node a suite
+# restarts (the faults, the cluster) is started without it.
+oauth2_key=$(openssl rand -hex 24)
 start_node() {  # start_node DIR PORT TLS: boot it, write DIR.env; the EXTERNAL user on TLS nodes
   scripts/broker-start.sh "$1" "$2" "$3" >"$1.env" || return 1
   if [[ $3 == auto && ${RMQ_TLS_EXPIRED:-0} != 1 ]]; then
@@ -118,7 +122,7 @@ start_node() {  # start_node DIR PORT TLS: boot it, write DIR.env; the EXTERNAL 
 start_nodes() {
   local pids=() rc=0
   start_node "$broker_a" "$base" auto & pids+=($!)
-  start_node "$broker_b" $((base + 3)) auto & pids+=($!)
+  RMQ_OAUTH2_KEY=$oauth2_key start_node "$broker_b" $((base + 3)) auto & pids+=($!)
   RMQ_TLS_EXPIRED=1 start_node "$expired_dir" $((base + 6)) auto & pids+=($!)
   start_node "$fault_dir" $((base + 9)) 0 & pids+=($!)
   scripts/cluster-start.sh "$cluster_dir" $((base + 12)) >"$cluster_dir.env" & pids+=($!)
@@ -289,6 +293,7 @@ lane_broker_a() {
 }
 lane_broker_b() {
   use_node "$broker_b"
+  export RMQ_OAUTH2_KEY=$oauth2_key
   meson_tests build-ci lane-b "${lane_b_tests[@]}"
 }
 lane_faults() {

@@ -29,6 +29,7 @@ ClientOptions ConnectOptions::owned() const {
   o.read_batching = read_batching;
   o.observer = observer.get();
   o.metrics = metrics.get();
+  o.credentials = credentials.get();
   return o;
 }
 
@@ -56,6 +57,7 @@ ClientOptions::operator ConnectOptions() const {
       .read_batching = read_batching,
       .observer = observer,
       .metrics = metrics,
+      .credentials = credentials,
   };
 }
 

@@ -32,7 +32,8 @@ void add_vhost_hint(Error& cause, const ConnectionUrl& url, const Endpoint& endp
 std::shared_ptr<Connection> Connection::connect(Driver& driver, const ConnectionUrl& url, ClientOptions options,
                                                 Done on_ready) {
   std::shared_ptr<Connection> c(new Connection(driver, url, std::move(options), std::move(on_ready)));
-  c->dial_next();
+  if (c->options_.credentials) c->fetch_credentials_then_dial();
+  else c->dial_next();
   return c;
 }
 
@@ -258,6 +259,11 @@ void Connection::dispatch(const engine::Event& event) {
           if (e.server_properties) server_properties_ = *e.server_properties;
           ready_reported_ = true;
           observe("connection.connected", Level::info);
+          if (secret_expires_in_) {
+            const engine::Duration lived = std::chrono::duration_cast<engine::Duration>(driver_.now() - secret_fetched_at_);
+            schedule_refresh(refresh_after(*secret_expires_in_) > lived ? refresh_after(*secret_expires_in_) - lived
+                                                                        : engine::Duration::zero());
+          }
           if (metrics_) metrics_->connected();
           if (on_ready_) on_ready_(Result<void>());
         } else if constexpr (std::is_same_v<E, engine::Closed>) {
@@ -406,6 +412,7 @@ void Connection::finish(const Error& failure) {
   Error cause = failure;
   cause.connection_ended = true;  // a failed dial has not been through the engine's latch
   closed_reported_ = true;
+  refresh_timer_.reset();
   if (metrics_) metrics_->ended();
   if (spans_) spans_->ended(cause);
   auto keep = weak_from_this().lock();  // a callback below may drop the last reference
@@ -502,8 +509,12 @@ void Connection::confirm_select(ChannelId channel, Answer done) {
 
 void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
   std::vector<OnEnded> ended;
+  const bool ack_timeout = cause.code == make_error_code(errc::ack_timeout);
   std::erase_if(consumers_, [&](Subscription& s) {
     if (channel != 0 && s.channel != channel) return false;
+    // The broker's text names the channel only: say which subscriptions it ended.
+    if (ack_timeout)
+      observe("consumer.ack_timeout", Level::error, s.channel, &cause, "consumer " + s.tag + " on queue " + s.queue);
     if (s.on_ended) ended.push_back(std::move(s.on_ended));
     return true;
   });
@@ -648,6 +659,27 @@ Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, b
   if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::reject, requeue);
   if (spans_) spans_->settled_delivery("reject", channel, delivery_tag, r.ok() ? nullptr : &r.error());
   return r;
+}
+
+// credentials.hpp: the secret in place, without a reconnect (connection_credentials.cpp does
+// it ahead of expiry with a provider).
+void Connection::update_secret(std::string_view secret, std::string_view reason, Done done) {
+  if (!done) done = [](Result<void>) {};
+  // Weak: a waiter still registered when the connection is destroyed is told afterwards.
+  std::weak_ptr<Connection> self = weak_from_this();
+  request([&](engine::Connection& e) { return e.update_secret(secret, reason, driver_.now()); },
+          [self, done = std::move(done)](const Error* error, const wire::Method*) {
+            auto c = self.lock();
+            if (error) {
+              // The broker answers a refused secret by closing the connection; a secret that
+              // never reached it (the connection was already gone) was not refused.
+              if (c && error->reply_code != 0) c->observe("credentials.refused", Level::error, 0, error);
+              done(*error);
+              return;
+            }
+            if (c) c->observe("credentials.refreshed", Level::info);
+            done(Result<void>());
+          });
 }
 
 void Connection::close(Done done) {

@@ -486,7 +486,12 @@ void Session::lost(const Error& cause) {
 }
 
 void Session::retry(const Error& cause) {
-  if (permanent(cause)) {  // whether or not it ever worked: waiting will not change the answer
+  // With a credentials provider a refused login or secret is a token that expired or was
+  // revoked: the next dial asks the provider again, which may hand over a valid one.
+  const bool refreshable = options_.client.credentials &&
+                           (cause.reply_code == 403 || cause.reply_code == 530 ||
+                            cause.code == make_error_code(errc::access_refused));
+  if (permanent(cause) && !refreshable) {  // whether or not it ever worked: waiting will not change the answer
     observe("session.gave_up", Level::error, 0, &cause, {});
     set_status(Status{State::closed, status_.attempt, engine::Duration{0}, cause});
     for (auto& ch : channels_) ch->fail_waiting(cause);  // now, not at their deadlines

@@ -90,6 +90,10 @@ struct BrokerWorld {
   std::vector<std::string> user_id_refused;  // the 406s' texts
   std::vector<std::string> dead_lettered;    // "<queue> <reason> <message_id>", in order
   std::vector<std::string> unknown_tags;     // settles of a delivery tag the channel does not hold (406)
+  // What RabbitMQ 4.3 refuses by default (docs/compatibility.md), as the model broker saw it
+  // asked: a queue neither durable nor exclusive, global QoS, x-queue-mode,
+  // x-queue-master-locator. 3.10 takes them; warren must never ask for one by default.
+  std::vector<std::string> denied_in_4_3;
   void dispatch();                      // hands queued messages to consumers, anywhere
   // A routed message into queue `name`: a stream appends it, a TTL queue stamps its expiry.
   void enqueue(const std::string& name, Message m);
@@ -128,6 +132,12 @@ class FakeBroker {
     BrokerWorld* world = nullptr;  // set: the model broker (see the file's first comment)
     std::uint16_t heartbeat_s = 0;  // proposed in connection.tune; the model broker sends them
     std::string version;  // set: server-properties "version" in connection.start
+    // The auth backend (not the model broker): set, it judges the secret of every login (PLAIN)
+    // and every connection.update-secret; false refuses the login (403) or the new secret
+    // (530, closing the connection), as RabbitMQ does with an expired token.
+    std::function<bool(std::string_view secret)> accepts{};
+    // Told each secret the broker was handed: what ("login" or "update") and the secret.
+    std::function<void(std::string_view what, std::string_view secret)> on_secret{};
   };
   explicit FakeBroker(Config config) : config_(config) {
     if (config_.world) {
@@ -354,8 +364,14 @@ class FakeBroker {
     methods.emplace_back(std::visit([](const auto& x) { return std::string(x.name); }, *m));
     record_settle(f.channel, *m);
     const auto ch = f.channel;
-    if (std::holds_alternative<wire::ConnectionStartOk>(*m)) {
-      if (config_.refuse_login)
+    if (const auto* start_ok = std::get_if<wire::ConnectionStartOk>(&*m)) {
+      // PLAIN: "\0user\0secret".
+      const std::string_view response = start_ok->response;
+      const std::string_view secret = response.substr(std::min(response.size(), response.find('\0', 1) + 1));
+      if (config_.on_secret) config_.on_secret("login", secret);
+      if (config_.accepts && !config_.accepts(secret))
+        send(0, wire::ConnectionClose{403, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN", 0, 0});
+      else if (config_.refuse_login)
         send(0, wire::ConnectionClose{403, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN", 0, 0});
       else
         send(0, wire::ConnectionTune{2047, 131072, 0});
@@ -366,6 +382,12 @@ class FakeBroker {
       else send(0, wire::ConnectionClose{.reply_code = 530, .reply_text = missing, .class_id = 10, .method_id = 40});
     } else if (std::holds_alternative<wire::ConnectionClose>(*m)) {
       send(0, wire::ConnectionCloseOk{});
+    } else if (const auto* update = std::get_if<wire::ConnectionUpdateSecret>(&*m)) {
+      if (config_.on_secret) config_.on_secret("update", update->new_secret);
+      if (config_.accepts && !config_.accepts(update->new_secret))
+        send(0, wire::ConnectionClose{530, "NOT_ALLOWED - New secret was refused by one of the backends", 10, 70});
+      else
+        send(0, wire::ConnectionUpdateSecretOk{});
     } else if (std::holds_alternative<wire::ChannelOpen>(*m)) {
       send(ch, wire::ChannelOpenOk{});
     } else if (std::holds_alternative<wire::ChannelClose>(*m)) {
@@ -678,6 +700,11 @@ class FakeBroker {
         return begin_channel_close(chn, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '" + name + "' in vhost '/'", 50, 10);
       if (q->passive && !exists) return begin_channel_close(chn, 404, "NOT_FOUND - no queue '" + name + "' in vhost '/'", 50, 10);
       if (!q->passive) {
+        if (!q->durable && !q->exclusive) world.denied_in_4_3.push_back("a transient non-exclusive queue: " + name);
+        if (auto t = q->arguments.to_table(); t.ok())
+          for (const auto& e : t->entries)
+            if (e.key == "x-queue-mode" || e.key == "x-queue-master-locator")
+              world.denied_in_4_3.push_back(e.key + " on queue " + name);
         auto arguments = q->arguments.to_table();
         auto asked = ModelQueueInfo::from(arguments.ok() ? *arguments : wire::FieldTable{});
         if (q->exclusive) asked.exclusive_owner = id_;
@@ -698,6 +725,7 @@ class FakeBroker {
       return;
     }
     if (const auto* qos = std::get_if<wire::BasicQos>(&m)) {
+      if (qos->global) config_.world->denied_in_4_3.push_back("global basic.qos on channel " + std::to_string(chn));
       (qos->global ? ch.global_prefetch : ch.prefetch) = qos->prefetch_count;
       send(chn, wire::BasicQosOk{});
       config_.world->dispatch();  // a raised limit lets more through

@@ -45,7 +45,7 @@ using field_counting::field_count;
 // and to connect_options.cpp's two conversions, which the round trip below checks).
 static_assert(field_count<ConnectOptions>() == field_count<ClientOptions>());
 static_assert(field_count<EngineOptionsView>() == field_count<engine::ConnectionOptions>());
-static_assert(field_count<ClientOptions>() == 8 && field_count<engine::ConnectionOptions>() == 15,
+static_assert(field_count<ClientOptions>() == 9 && field_count<engine::ConnectionOptions>() == 15,
               "a field was added: add it to ConnectOptions, EngineOptionsView and connect_options.cpp");
 
 // A temporary table or string would be gone before a verb kept in a variable starts.
@@ -147,6 +147,7 @@ TEST(ConnectOptions, a_client_options_viewed_and_owned_again_is_the_same_in_ever
   o.read_batching = {.min_bytes = 1, .max_wait = std::chrono::microseconds(2), .burst_bytes = 3, .owed_confirms = 4};
   o.observer = std::make_shared<CountingObserver>();
   o.metrics = std::make_shared<Metrics>();
+  o.credentials = credentials_from([](Callback<Credentials> done) { done(Credentials{.secret = "s"}); });
   const ClientOptions back = static_cast<ConnectOptions>(o).owned();
   EXPECT_EQ(back.engine.user, o.engine.user);
   EXPECT_EQ(back.engine.password, o.engine.password);
@@ -173,6 +174,7 @@ TEST(ConnectOptions, a_client_options_viewed_and_owned_again_is_the_same_in_ever
   EXPECT_EQ(back.read_batching.owed_confirms, 4u);
   EXPECT_EQ(back.observer, o.observer);
   EXPECT_EQ(back.metrics, o.metrics);
+  EXPECT_EQ(back.credentials, o.credentials);
 }
 
 // Written inline, the view's defaults are ClientOptions' own.

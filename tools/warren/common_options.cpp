@@ -17,6 +17,13 @@ void add_common_options(CLI::App& command, Common& common) {
       // An empty path ("$UNSET_VARIABLE") must not fall back to WARREN_URL or the default.
       ->check(CLI::Validator([](const std::string& path) { return path.empty() ? "an empty path" : ""; }, ""))
       ->excludes(url);
+  command
+      .add_option("--password-file", common.password_file,
+                  "the password (or OAuth 2 token) from PATH in place of the URL's: read before each dial, and "
+                  "re-read every 5 s and ahead of a JWT's expiry; a changed one goes to the broker in place "
+                  "(connection.update-secret)")
+      ->type_name("PATH")
+      ->check(CLI::Validator([](const std::string& path) { return path.empty() ? "an empty path" : ""; }, ""));
   command.add_option("--driver", common.driver, "the event loop: uv or asio")
       ->check(CLI::IsMember({"uv", "asio"}))
       ->default_str("uv");

@@ -81,6 +81,15 @@ int Job::run() {
     report("", describe(ok.error()));
     return exit_usage;
   }
+  if (!common_.password_file.empty()) {
+    // Read once now: a file that cannot be read is a mistake on the command line.
+    if (auto first = read_password_file(common_.password_file); !first) {
+      report("", first.error().detail);
+      return exit_usage;
+    }
+    password_file_ = std::make_shared<PasswordFile>(common_.password_file);
+    watch_password_file();
+  }
   records_ = make_record_log(common_.log_level, common_.log_format);
   if (!common_.metrics_listen.empty()) {
     metrics_ = std::make_shared<client::Metrics>();
@@ -135,6 +144,7 @@ void Job::close_then_die() {
   if (dying_) return;
   dying_ = true;
   closing_ = true;
+  if (password_watch_) password_watch_->cancel();
   std::vector<std::shared_ptr<client::Connection>> all = connections_;
   for (auto& weak : dialing_)
     if (auto c = weak.lock(); c && std::find(all.begin(), all.end(), c) == all.end()) all.push_back(std::move(c));
@@ -155,12 +165,26 @@ void Job::stopped_now() {
   stop_signals::die_by(stop_signal_ ? stop_signal_ : SIGTERM);
 }
 
+// Every 5 s: a secret that changed in the file goes to every open connection at once
+// (connection.update-secret), ahead of the old one's expiry; a connection dialled later reads
+// the file itself.
+void Job::watch_password_file() {
+  password_watch_ = driver().timer([this] {
+    if (auto secret = password_file_->changed_secret())
+      for (auto& c : connections_)
+        if (c->is_open()) c->update_secret(*secret, "--password-file changed", nullptr);
+    if (!closing_) password_watch_->arm(driver().now() + std::chrono::seconds(5));
+  });
+  if (!closing_) password_watch_->arm(driver().now() + std::chrono::seconds(5));
+}
+
 void Job::connect_another(client::Callback<std::shared_ptr<client::Connection>> done) {
   connect_another(options(), std::move(done));
 }
 
 void Job::connect_another(client::ClientOptions options, client::Callback<std::shared_ptr<client::Connection>> done) {
   if (!options.observer) options.observer = records_;
+  if (!options.credentials) options.credentials = password_file_;
   if (!options.metrics) options.metrics = metrics_;
   connect_from(0, std::make_shared<const client::ClientOptions>(std::move(options)),
                std::make_shared<decltype(done)>(std::move(done)));
@@ -206,7 +230,7 @@ void Job::ensure_queue(const std::string& queue, client::Callback<std::uint32_t>
         return (*done)(q->message_count);
       }
       if (q.error().reply_code != 404) return (*done)(q.error());
-      channel_.queue_declare({.name = queue}, [done](Result<client::QueueDeclared> q) {
+      channel_.queue_declare({.name = queue, .durable = true}, [done](Result<client::QueueDeclared> q) {
         if (!q) return (*done)(q.error());
         (*done)(q->message_count);
       });
@@ -251,6 +275,7 @@ void Job::finish() {
 
 void Job::close_all() {
   closing_ = true;
+  if (password_watch_) password_watch_->cancel();  // an armed Asio timer would keep the loop running
   for (auto& c : connections_)
     if (c->is_open()) c->close([](Result<void>) {});
   for (auto& weak : dialing_)

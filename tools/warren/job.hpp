@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "metrics_endpoint.hpp"
+#include "password_file.hpp"
 #include "runtime.hpp"
 #include "warren/client/connection.hpp"
 
@@ -24,6 +25,7 @@ inline constexpr const char* default_url = "amqp://guest:guest@127.0.0.1:5672";
 struct Common {
   std::vector<std::string> urls;  // --url; empty: --url-file, else WARREN_URL, else default_url
   std::string url_file;           // --url-file: one URL a line (url_sources.hpp)
+  std::string password_file;      // --password-file: the secret, re-read (password_file.hpp)
   std::string driver = "uv";
   std::string log_level = "off";   // the client's event records on stderr: debug, info, warning, error
   std::string log_format = "text";  // or json
@@ -124,7 +126,8 @@ class Job {
   // The user `c` logged in as: the user of the URL it was dialled from, or "" when that URL
   // asked for EXTERNAL (the certificate names the user, and warren does not read it).
   [[nodiscard]] std::string login_user(const client::Connection& c) const;
-  // The queue as it is, or declared non-durable when it is missing; `done` gets its message
+  // The queue as it is, or declared durable when it is missing (never a transient non-exclusive
+  // queue: RabbitMQ 4.3 refuses one by default, docs/compatibility.md); `done` gets its message
   // count. The passive check runs on a channel of its own, since a 404 closes it.
   void ensure_queue(const std::string& queue, client::Callback<std::uint32_t> messages);
 
@@ -144,6 +147,9 @@ class Job {
   std::shared_ptr<client::Observer> records_;  // --log-level: every connection's records
   std::shared_ptr<client::Metrics> metrics_;   // --metrics-listen: every connection's figures
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
+  std::shared_ptr<PasswordFile> password_file_;  // --password-file
+  std::unique_ptr<client::Timer> password_watch_;  // re-reads it; a change goes to every connection
+  void watch_password_file();
   std::vector<client::ConnectionUrl> urls_;
   std::unique_ptr<Runtime> runtime_;
   std::vector<std::shared_ptr<client::Connection>> connections_;

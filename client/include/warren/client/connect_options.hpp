@@ -67,6 +67,7 @@ struct EngineOptionsView {
 
 class Observer;
 class Metrics;
+class CredentialsProvider;
 struct ClientOptions;
 
 // ClientOptions viewed, field for field (see connection.hpp for what each does).
@@ -79,6 +80,7 @@ struct ConnectOptions {
   ReadBatching read_batching = adaptive_read_batching;
   SharedView<Observer> observer{};
   SharedView<Metrics> metrics{};
+  SharedView<CredentialsProvider> credentials{};
 
   // The owned copy a connection keeps (defined in connection.hpp).
   [[nodiscard]] ClientOptions owned() const;

@@ -16,6 +16,7 @@
 #include "warren/client/broker_version.hpp"
 #include "warren/client/channel.hpp"
 #include "warren/client/connect_options.hpp"
+#include "warren/client/credentials.hpp"
 #include "warren/client/driver.hpp"
 #include "warren/client/metrics.hpp"
 #include "warren/client/observer.hpp"
@@ -50,6 +51,10 @@ struct ClientOptions {
   // Where this connection counts what it does (metrics.hpp); one may serve many connections.
   // Null: off.
   std::shared_ptr<Metrics> metrics{};
+  // Where the user name and secret come from when they expire (credentials.hpp): asked before
+  // every connect, refreshed in place ahead of expiry. Null: the URL's (or engine's) user and
+  // password, for the connection's life.
+  std::shared_ptr<CredentialsProvider> credentials{};
 
   // Viewed (connect_options.hpp), for a call that takes the inline-safe form.
   operator ConnectOptions() const;  // NOLINT: implicit by design
@@ -94,6 +99,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void open_channel(Callback<Channel> done);
 
   void close(Done done);
+
+  // connection.update-secret: the broker re-authenticates this connection's user with `secret`
+  // (a fresh OAuth 2 token) in place of the one it logged in with; channels and consumers go on
+  // undisturbed. `done` once the broker took it. A broker that refuses it closes the connection
+  // (403 or 530 by its words): `done` and on_closed are told. With ClientOptions::credentials
+  // warren does this itself ahead of expiry; this is for applications that schedule it.
+  void update_secret(std::string_view secret, std::string_view reason, Done done);
 
   [[nodiscard]] bool is_open() const noexcept { return engine_ && engine_->is_open(); }
   // The frame size both sides agreed on (connection.tune-ok), 0 before the handshake: what a
@@ -173,6 +185,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void hold_input(int delta);
   void close_cores(const Error& cause);  // every Channel handle's channel is gone
   void dial_next();
+  // connection_credentials.cpp: with ClientOptions::credentials, the provider is asked first.
+  void fetch_credentials_then_dial();
+  void schedule_refresh(engine::Duration after);
+  void refresh_credentials();
   void pump();   // poll and dispatch events, write, re-arm the timer
   void flush();  // write what is pending, if no write is in flight
   void tell_replies_owed();  // a deep confirm window batches the stream's reads
@@ -239,6 +255,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   void watch_held_input();  // while input is held, a read now and then (see connection.cpp)
   void drop_timers();       // the engine's timer and the held input's, with the stream
   std::unique_ptr<Timer> peek_timer_;
+  std::unique_ptr<Timer> refresh_timer_;  // with a provider whose secret expires
+  std::optional<engine::Duration> secret_expires_in_;  // the secret in use: its life when fetched
+  engine::Instant secret_fetched_at_{};
+  unsigned refresh_attempts_ = 0;  // failed fetches since the last refresh
+  bool refreshing_ = false;        // a fetch or an update-secret is under way
   bool peek_armed_ = false;
   bool peek_ = false;  // one read is let through the hold
   std::uint16_t heartbeat_s_ = 0;  // negotiated

@@ -17,10 +17,17 @@
 // converts to it.
 #pragma once
 
+#include <exception>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "warren/asio/channel.hpp"
 #include "warren/asio/initiate.hpp"
+#if defined(ASIO_HAS_CO_AWAIT)
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#endif
 #include "warren/client/connection.hpp"
 
 namespace warren::asio_driver {
@@ -71,6 +78,52 @@ template <class Token>
 auto async_open_channel(client::Connection& connection, Token&& token) {
   return async_open_channel(connection.shared_from_this(), std::forward<Token>(token));
 }
+
+// connection.update-secret (Connection::update_secret): completes once the broker took the new
+// secret; a refusal is the connection's close. The secret and reason are copied at the call.
+template <class Token>
+auto async_update_secret(std::shared_ptr<client::Connection> connection, std::string_view secret,
+                         std::string_view reason, Token&& token) {
+  const auto loop = detail::loop_executor(*connection);
+  return detail::initiate<void>(
+      loop,
+      [connection = std::move(connection), secret = std::string(secret),
+       reason = std::string(reason)](client::Callback<void> done) {
+        connection->update_secret(secret, reason, std::move(done));
+      },
+      std::forward<Token>(token));
+}
+template <class Token>
+auto async_update_secret(client::Connection& connection, std::string_view secret, std::string_view reason,
+                         Token&& token) {
+  return async_update_secret(connection.shared_from_this(), secret, reason, std::forward<Token>(token));
+}
+
+#if defined(ASIO_HAS_CO_AWAIT)
+// A credentials provider (client/credentials.hpp) whose fetch is a coroutine, run on the
+// connection's loop: it `co_return`s the Credentials; an exception is its failure (its what()
+// is reported: say there what failed, not the secret).
+//
+//   options.credentials = asio_driver::credentials_from_coroutine(driver,
+//       [&]() -> asio::awaitable<client::Credentials> { co_return co_await tokens.fetch(); });
+template <class Fetch>
+std::shared_ptr<client::CredentialsProvider> credentials_from_coroutine(AsioDriver& driver, Fetch fetch) {
+  return client::credentials_from([&driver, fetch = std::move(fetch)](client::Callback<client::Credentials> done) {
+    ::asio::co_spawn(driver.context().get_executor(), fetch(),
+                     [done = std::move(done)](std::exception_ptr failed, client::Credentials got) {
+                       if (!failed) return done(std::move(got));
+                       std::string why = "the provider's coroutine threw";
+                       try {
+                         std::rethrow_exception(failed);
+                       } catch (const std::exception& e) {
+                         why += ": " + std::string(e.what());
+                       } catch (...) {
+                       }
+                       done(make_error(errc::credentials_unavailable, std::move(why)));
+                     });
+  });
+}
+#endif
 
 // connection.close: completes once the broker answered (or the connection was already gone).
 template <class Token>
