@@ -400,6 +400,35 @@ class Cli(unittest.TestCase):
         self.addCleanup(lambda: warren("delete", "queue", q))
         self.assertEqual(self.ok(warren("declare", "queue", q)), f"{q} messages=0 consumers=0\n")
 
+    def test_nothing_warren_declares_by_default_is_a_transient_shared_queue(self):
+        # Issue 38: RabbitMQ 4.3 refuses a queue that is neither durable nor exclusive by default.
+        # What the CLI declares unasked: `declare queue` without flags, `perf -u` and `rpc serve`
+        # on a missing queue. (The layers' declares: the Compatibility test of tests/sim.)
+        declared, perfed, served = unique("compat"), unique("compat-perf"), unique("compat-rpc")
+        for q in (declared, perfed, served):
+            self.addCleanup(lambda q=q: warren("delete", "queue", q))
+        self.ok(warren("declare", "queue", declared))
+        self.ok(warren("perf", "-x", "1", "-y", "0", "-C", "10", "-u", perfed, "--json"))
+        server = subprocess.Popen([WARREN, "rpc", "serve", "--queue", served, "--url", URL],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            self.assertEqual(server.stdout.readline().decode().strip(), f"serving {served}")
+        finally:
+            server.terminate()
+            server.wait(10)
+        listed = subprocess.run([CTL, "-q", "list_queues", "name", "durable", "exclusive"], capture_output=True,
+                                text=True, check=True).stdout
+        flags = {line.split("\t")[0]: line.split("\t")[1:] for line in listed.splitlines() if "\t" in line}
+        for q in (declared, perfed, served):
+            self.assertEqual(flags.get(q), ["true", "false"], q)
+        # Transient only when asked; with --durable it is a contradiction.
+        transient = unique("compat-t")
+        self.addCleanup(lambda: warren("delete", "queue", transient))
+        self.ok(warren("declare", "queue", transient, "--transient"))
+        r = warren("declare", "queue", transient, "--transient", "--durable")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--durable excludes --transient", r.stderr.decode())
+
     def test_delete_queue_removes_it(self):
         q = unique("cli")
         self.ok(warren("declare", "queue", q))

@@ -183,7 +183,7 @@ void DirectSim::rpc_serve() {
       rpc_connection_->open_channel([this, opened, server_ch](Result<client::Channel> client_ch) {
         ledger_.hit(opened);
         if (!server_ch || !client_ch) return;
-        server_ch->queue_declare({.name = rpc_queue}, [](Result<client::QueueDeclared>) {});
+        server_ch->queue_declare({.name = rpc_queue, .durable = true}, [](Result<client::QueueDeclared>) {});
         server_ch->qos({.prefetch_count = 2}, [](Result<void>) {});
         std::weak_ptr<App> weak = server_app_;
         const int started = ledger_.reg("rpc server ready");

@@ -108,5 +108,16 @@ TEST(LayerRegressions, a_group_member_that_keeps_copies_after_a_cut_leaves_the_a
   replay({{Op::member, 0, 0}, {Op::cut, 0, 0}, {Op::send, 0, 0}, {Op::app_mode, 0, 1}});
 }
 
+// Issue 38: every layer at work once, each step checked by the invariant that the model broker
+// saw nothing RabbitMQ 4.3 refuses by default (a transient non-exclusive queue, global QoS,
+// x-queue-mode, x-queue-master-locator): work queue with retries and its DLQ, log and tail,
+// pipeline, group member, inbox, backplane, direct sends, RPC.
+TEST(Compatibility, nothing_the_layers_declare_is_refused_by_rabbitmq_4_3) {
+  replay({{Op::worker, 0, 0}, {Op::put, 0, 0}, {Op::mode, 0, 1}, {Op::put, 1, 0}, {Op::advance, 0, 5},
+          {Op::append, 0, 0}, {Op::read, 0, 0}, {Op::tail, 0, 0}, {Op::pipe_start, 0, 1}, {Op::pipe_put, 0, 0},
+          {Op::member, 0, 0}, {Op::inbox, 0, 0}, {Op::backplane, 0, 0}, {Op::send, 0, 0}, {Op::send, 1, 1},
+          {Op::rpc_serve, 0, 0}, {Op::rpc_call, 0, 0}, {Op::cut, 0, 0}, {Op::advance, 0, 5}});
+}
+
 }  // namespace
 }  // namespace warren::layersim

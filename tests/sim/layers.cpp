@@ -467,6 +467,9 @@ struct LayerSim::Impl {
     for (const auto& t : world.user_id_refused) violation("user_id: the broker refused a publish: " + t);
     world.user_id_refused.clear();
     for (const auto& t : world.unknown_tags) violation("settles: a delivery was settled twice: " + t);
+    // Nothing the layers declare may be what RabbitMQ 4.3 refuses by default (issue 38).
+    for (const auto& t : world.denied_in_4_3) violation("4.3: the layers asked for what RabbitMQ 4.3 refuses: " + t);
+    world.denied_in_4_3.clear();
     world.unknown_tags.clear();
     for (const auto& k : world.stream_rejected) violation("stream acks: a stream delivery was rejected or nacked: " + k);
     world.stream_rejected.clear();

@@ -108,7 +108,9 @@ class PerfJob final : public Job {
         declared(*messages);
       });
     }
-    channel_.queue_declare({}, [this](Result<client::QueueDeclared> q) {
+    // Durable, since other connections use it (so not exclusive) and RabbitMQ 4.3 refuses a
+    // transient non-exclusive queue; deleted at the end.
+    channel_.queue_declare({.durable = true}, [this](Result<client::QueueDeclared> q) {
       if (!q) return fail("queue.declare", q.error());
       queue_ = q->name;
       delete_queue_ = true;

@@ -13,7 +13,7 @@ struct TopologyArgs {
   Common common;
   std::string what;  // "declare queue", "declare exchange", "bind", "delete queue", "delete exchange"
   std::string name, exchange, routing_key, type;
-  bool durable = false, exclusive = false, auto_delete = false;
+  bool durable = false, transient = false, exclusive = false, auto_delete = false;
   std::vector<std::string> arguments;
 };
 
@@ -38,7 +38,9 @@ class TopologyJob final : public Job {
       finish();
     };
     if (a.what == "declare queue") {
-      channel_.queue_declare({.name = a.name, .durable = a.durable, .exclusive = a.exclusive,
+      // Durable unless --transient: a transient queue that is not exclusive is refused by
+      // RabbitMQ 4.3 by default (docs/compatibility.md).
+      channel_.queue_declare({.name = a.name, .durable = !a.transient, .exclusive = a.exclusive,
                               .auto_delete = a.auto_delete, .arguments = arguments_},
                              [this](Result<client::QueueDeclared> q) {
                                if (!q) return fail(args_->what + " " + args_->name, q.error());
@@ -84,7 +86,10 @@ void add_topology(CLI::App& app, Runner& run) {
     add_common_options(*cmd, args->common);
     cmd->add_option("NAME", args->name, "the queue (\"\" lets the broker name it)")->required();
     cmd->add_option("--type", args->type, "classic, quorum or stream")->check(CLI::IsMember({"classic", "quorum", "stream"}));
-    cmd->add_flag("--durable", args->durable, "survives a broker restart");
+    auto* durable = cmd->add_flag("--durable", args->durable, "survives a broker restart (the default)");
+    cmd->add_flag("--transient", args->transient,
+                  "does not survive a broker restart; RabbitMQ 4.3 refuses it by default unless --exclusive")
+        ->excludes(durable);
     cmd->add_flag("--exclusive", args->exclusive, "only this connection may use it; deleted when it closes");
     cmd->add_flag("--auto-delete", args->auto_delete, "deleted when its last consumer goes");
     cmd->add_option("--arg", args->arguments, "K=V (numbers and true/false are read as such), K:int=V, K:string=V, ...")
