@@ -1,5 +1,7 @@
 #include "warren/client/connection.hpp"
 
+#include "held_deliveries.hpp"
+
 #include "warren/engine/describe.hpp"
 
 #include <algorithm>
@@ -81,6 +83,7 @@ Connection::Waiters Connection::take_waiters() {
   answers_.clear();
   publishes_.clear();
   consumers_.clear();
+  held_watches_ = 0;
   close_waiters_.clear();
   return w;
 }
@@ -362,6 +365,10 @@ void Connection::dispatch(const engine::Event& event) {
           for (auto& s : consumers_)
             if (s.channel == e.message.channel && s.tag == e.message.consumer_tag) {
               if (s.consumed) s.consumed->add();
+              if (s.held) {
+                s.held->delivered(e.message.delivery_tag, driver_.now());
+                arm_held_timer();
+              }
               // The callback may end the subscription: `s` is not read after it.
               Histogram* process = s.process;
               const bool spanned = spans_ && s.handing == Handing::to_callback;
@@ -387,6 +394,7 @@ void Connection::dispatch(const engine::Event& event) {
           });
           if (it != consumers_.end()) {
             auto ended = std::move(it->on_ended);
+            if (it->held) --held_watches_;
             consumers_.erase(it);
             if (ended) {
               if (e.by_broker) {
@@ -413,6 +421,7 @@ void Connection::finish(const Error& failure) {
   cause.connection_ended = true;  // a failed dial has not been through the engine's latch
   closed_reported_ = true;
   refresh_timer_.reset();
+  held_timer_.reset();
   if (metrics_) metrics_->ended();
   if (spans_) spans_->ended(cause);
   auto keep = weak_from_this().lock();  // a callback below may drop the last reference
@@ -512,9 +521,15 @@ void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
   const bool ack_timeout = cause.code == make_error_code(errc::ack_timeout);
   std::erase_if(consumers_, [&](Subscription& s) {
     if (channel != 0 && s.channel != channel) return false;
+    if (s.held) --held_watches_;
     // The broker's text names the channel only: say which subscriptions it ended.
-    if (ack_timeout)
-      observe("consumer.ack_timeout", Level::error, s.channel, &cause, "consumer " + s.tag + " on queue " + s.queue);
+    if (ack_timeout) {
+      // The delivery it was about, when the subscription tracked them (ConsumeOptions::ack_timeout).
+      const auto oldest = s.held ? s.held->oldest() : std::nullopt;
+      observe("consumer.ack_timeout", Level::error, s.channel, &cause,
+              "consumer " + s.tag + " on queue " + s.queue +
+                  (oldest ? ", delivery tag " + std::to_string(*oldest) + " held longest" : std::string()));
+    }
     if (s.on_ended) ended.push_back(std::move(s.on_ended));
     return true;
   });
@@ -538,17 +553,23 @@ Connection::Subscription Connection::subscription(ChannelId channel, std::string
 }
 
 void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
-                         OnMessage on_message, OnEnded on_ended, Answer done, Handing handing) {
+                         OnMessage on_message, OnEnded on_ended, Answer done, Handing handing,
+                         std::optional<engine::Duration> ack_timeout) {
   // The consumer is registered when consume-ok names its tag (or now, for a chosen tag).
   auto handler = std::make_shared<OnMessage>(std::move(on_message));
+  // Warned at three quarters of the broker's timeout: a quarter is left to settle it.
+  std::shared_ptr<detail::HeldDeliveries> held;
+  if (ack_timeout && !m.no_ack) held = std::make_shared<detail::HeldDeliveries>(*ack_timeout * 3 / 4);
   if (m.no_wait) {
     // Nothing will answer, and the tag is ours: the subscription is registered now, before
     // a delivery for it can be read.
     request([&](engine::Connection& c) {
               auto r = c.basic_consume(channel, m, prefetch, driver_.now());
-              if (r.ok())
+              if (r.ok()) {
                 consumers_.push_back(subscription(channel, std::string(m.consumer_tag), m.queue, std::move(*handler),
                                                   std::move(on_ended), handing));
+                if (held) ++held_watches_, consumers_.back().held = std::move(held);
+              }
               return r;
             },
             std::move(done));
@@ -556,11 +577,13 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
   }
   request([&](engine::Connection& c) { return c.basic_consume(channel, m, prefetch, driver_.now()); },
           [this, channel, handler, queue = std::string(m.queue), handing, on_ended = std::move(on_ended),
-           done = std::move(done)](const Error* e, const wire::Method* reply) mutable {
+           done = std::move(done), held](const Error* e, const wire::Method* reply) mutable {
             if (!e && reply)
-              if (const auto* ok = std::get_if<wire::BasicConsumeOk>(reply))
+              if (const auto* ok = std::get_if<wire::BasicConsumeOk>(reply)) {
                 consumers_.push_back(subscription(channel, std::string(ok->consumer_tag), queue, std::move(*handler),
                                                   std::move(on_ended), handing));
+                if (held) ++held_watches_, consumers_.back().held = std::move(held);
+              }
             if (done) done(e, reply);
           });
 }
@@ -640,8 +663,58 @@ std::optional<TraceContext> Connection::processing_span(engine::ChannelId channe
   return spans_ ? spans_->processing(channel, delivery_tag) : std::nullopt;
 }
 
+// ---- deliveries held toward the broker's consumer_timeout (ConsumeOptions::ack_timeout)
+
+void Connection::note_settled(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
+  // A multiple settle covers every subscription of the channel; a single one is one delivery.
+  for (auto& s : consumers_)
+    if (s.channel == channel && s.held) s.held->settled(delivery_tag, multiple);
+}
+
+void Connection::arm_held_timer() {
+  std::optional<engine::Instant> next;
+  for (const auto& s : consumers_)
+    if (s.held)
+      if (auto at = s.held->next_warning(); at && (!next || *at < *next)) next = at;
+  if (!next) {
+    if (held_timer_) held_timer_->cancel();
+    return;
+  }
+  if (!held_timer_) {
+    std::weak_ptr<Connection> self = weak_from_this();
+    held_timer_ = driver_.timer([self] {
+      if (auto c = self.lock()) c->warn_held();
+    });
+  }
+  held_timer_->arm(*next);
+}
+
+void Connection::warn_held() {
+  const engine::Instant now = driver_.now();
+  struct Late {
+    ChannelId channel;
+    std::string tag;
+    std::uint64_t delivery_tag;
+    engine::Duration held_for;
+  };
+  std::vector<Late> late;  // told after the walk: a callback may settle or end subscriptions
+  for (auto& s : consumers_)
+    if (s.held)
+      s.held->warn_due(now, [&](std::uint64_t tag, engine::Duration held_for) {
+        late.push_back({s.channel, s.tag, tag, held_for});
+        observe("consumer.ack_late", Level::warning, s.channel, nullptr,
+                "consumer " + s.tag + " on queue " + s.queue + ": delivery tag " + std::to_string(tag) + " held for " +
+                    std::to_string(held_for.count()) + " ms");
+      });
+  auto keep = weak_from_this().lock();
+  for (const auto& l : late)
+    if (on_ack_late) on_ack_late(l.channel, l.tag, l.delivery_tag, l.held_for);
+  arm_held_timer();
+}
+
 Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
   auto r = immediate([&](engine::Connection& c) { return c.ack(channel, wire::BasicAck{.delivery_tag = delivery_tag, .multiple = multiple}); });
+  if (held_watches_ && r.ok()) note_settled(channel, delivery_tag, multiple);
   if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::ack, false);
   if (spans_) spans_->settled_delivery("ack", channel, delivery_tag, r.ok() ? nullptr : &r.error());
   return r;
@@ -649,6 +722,7 @@ Result<void> Connection::ack(ChannelId channel, std::uint64_t delivery_tag, bool
 
 Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue) {
   auto r = immediate([&](engine::Connection& c) { return c.nack(channel, wire::BasicNack{.delivery_tag = delivery_tag, .multiple = multiple, .requeue = requeue}); });
+  if (held_watches_ && r.ok()) note_settled(channel, delivery_tag, multiple);
   if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::nack, requeue);
   if (spans_) spans_->settled_delivery("nack", channel, delivery_tag, r.ok() ? nullptr : &r.error());
   return r;
@@ -656,6 +730,7 @@ Result<void> Connection::nack(ChannelId channel, std::uint64_t delivery_tag, boo
 
 Result<void> Connection::reject(ChannelId channel, std::uint64_t delivery_tag, bool requeue) {
   auto r = immediate([&](engine::Connection& c) { return c.reject(channel, wire::BasicReject{.delivery_tag = delivery_tag, .requeue = requeue}); });
+  if (held_watches_ && r.ok()) note_settled(channel, delivery_tag, false);
   if (metrics_ && r.ok()) metrics_->settled_delivery(detail::ConnectionMetrics::Settle::reject, requeue);
   if (spans_) spans_->settled_delivery("reject", channel, delivery_tag, r.ok() ? nullptr : &r.error());
   return r;
@@ -799,7 +874,7 @@ void Connection::subscribe(ChannelId channel, const ConsumeOptions& o, std::shar
             if (done) done(Consumer(std::move(consumer)));
             // else nobody holds the handle: the ConsumerCore lives on in the subscription
           },
-          handing);
+          handing, o.ack_timeout);
 }
 
 }  // namespace warren::client

@@ -190,6 +190,57 @@ TEST_F(ConnectionTest, a_consume_with_its_own_tag_receives_its_deliveries) {
   EXPECT_EQ(bodies, (std::vector<std::string>{"one", "two"}));
 }
 
+// Issue 38: a subscription told the broker's consumer_timeout is warned at three quarters of it,
+// once per delivery still held, while there is time to settle it; what was settled in time, or
+// by a multiple ack, is never warned of; a subscription that named no timeout tracks nothing.
+TEST_F(ConnectionTest, a_delivery_held_toward_the_ack_timeout_is_warned_of_once_while_there_is_time) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto url = client::parse_url("amqp://guest:guest@fake:5001?heartbeat=0");
+  struct Records final : client::Observer {
+    std::vector<std::string> lines;
+    void on_record(const client::Record& r) override {
+      if (r.name == "consumer.ack_late") lines.emplace_back(r.subject);
+    }
+  };
+  auto records = std::make_shared<Records>();
+  auto c = client::Connection::connect(driver, *url, client::ClientOptions{.observer = records}, [this](Result<void> r) { ready(r); });
+  driver.run();
+  ASSERT_EQ(ready.last, "ok");
+  std::vector<std::string> late;
+  c->on_ack_late = [&](engine::ChannelId, std::string_view tag, std::uint64_t delivery_tag, engine::Duration held_for) {
+    late.push_back(std::string(tag) + " #" + std::to_string(delivery_tag) + " " + std::to_string(held_for.count()) + " ms");
+  };
+  auto ch = channel(*c);
+  std::vector<client::Message> kept;
+  client::Consumer consumer;
+  ch.consume({.queue = "q", .tag = "slow", .ack_timeout = std::chrono::minutes(30)},
+             [&](const client::Delivery& d) { kept.push_back(d.take()); },
+             [&](Result<client::Consumer> r) {
+               if (r) consumer = std::move(*r);
+             });
+  driver.run();
+  ASSERT_TRUE(consumer.active());
+  for (const char* body : {"one", "two", "three"}) driver.last_broker().deliver(body);
+  driver.run();
+  ASSERT_EQ(kept.size(), 3u);
+  driver.advance(std::chrono::minutes(10));
+  ASSERT_TRUE(kept[1].ack().ok());  // settled in time: never warned of
+  driver.advance(std::chrono::minutes(12) + std::chrono::seconds(29));
+  EXPECT_TRUE(late.empty());
+  driver.advance(std::chrono::seconds(1));  // 22.5 min: three quarters of 30
+  EXPECT_EQ(late, (std::vector<std::string>{"slow #1 1350000 ms", "slow #3 1350000 ms"}));
+  EXPECT_EQ(records->lines, (std::vector<std::string>{"consumer slow on queue q: delivery tag 1 held for 1350000 ms",
+                                                      "consumer slow on queue q: delivery tag 3 held for 1350000 ms"}));
+  driver.advance(std::chrono::minutes(60));
+  EXPECT_EQ(late.size(), 2u) << "told once per delivery";
+  // A multiple ack settles every one held up to its tag.
+  driver.last_broker().deliver("four");
+  driver.run();
+  ASSERT_TRUE(kept.back().ack({.multiple = true}).ok());
+  driver.advance(std::chrono::minutes(60));
+  EXPECT_EQ(late.size(), 2u);
+}
+
 // What the callbacks of one read send goes out in one write, after the read's events are
 // dispatched. A callback's publish used to flush at once: the first went out alone and the
 // rest a loop turn later, when that write completed (issue 26's W2 profile: two writes and an

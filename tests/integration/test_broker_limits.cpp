@@ -55,7 +55,8 @@ TEST_P(BrokerLimits, a_delivery_held_past_the_consumer_timeout_is_an_ack_timeout
   };
   int deliveries = 0;
   auto consumer = wait<client::Consumer>([&](auto done) {
-    ch.consume({.queue = q, .tag = "held-by-test"}, [&](const client::Delivery&) { ++deliveries; }, done);  // never acked
+    // Never acked; told the broker's timeout, so warned at three quarters of it first.
+    ch.consume({.queue = q, .tag = "held-by-test", .ack_timeout = 1500ms}, [&](const client::Delivery&) { ++deliveries; }, done);
   });
   ASSERT_TRUE(consumer.ok()) << consumer.error().to_string();
   ASSERT_TRUE(loop.run_until([&] { return closed.has_value(); }, 15s)) << "the broker never timed the delivery out";
@@ -64,7 +65,15 @@ TEST_P(BrokerLimits, a_delivery_held_past_the_consumer_timeout_is_an_ack_timeout
   EXPECT_EQ(closed->reply_code, 406);
   EXPECT_FALSE(is_permanent(*closed));
   const std::string record = records->find("consumer.ack_timeout");
-  EXPECT_NE(record.find("consumer held-by-test on queue " + q), std::string::npos) << record;
+  EXPECT_NE(record.find("consumer held-by-test on queue " + q + ", delivery tag 1 held longest"), std::string::npos) << record;
+  const std::string warned = records->find("consumer.ack_late");
+  EXPECT_NE(warned.find("consumer held-by-test on queue " + q + ": delivery tag 1 held for"), std::string::npos) << warned;
+  std::size_t warned_at = 0, closed_at = 0;
+  for (std::size_t i = 0; i < records->lines.size(); ++i) {
+    if (records->lines[i].rfind("consumer.ack_late ", 0) == 0) warned_at = i;
+    if (records->lines[i].rfind("consumer.ack_timeout ", 0) == 0) closed_at = i;
+  }
+  EXPECT_LT(warned_at, closed_at) << "the warning came after the close";
   close(*c);
 }
 

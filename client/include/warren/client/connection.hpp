@@ -27,6 +27,7 @@
 namespace warren::client {
 
 namespace detail {
+class HeldDeliveries;
 struct ChannelCore;
 class ConnectionMetrics;
 class ConnectionSpans;
@@ -94,6 +95,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // callback-free publish this is how a high-rate publisher counts confirms without a
   // callback stored per message.
   std::function<void(const engine::PublishDone& done)> on_publish_done;
+  // A delivery of a subscription that named ConsumeOptions::ack_timeout has been held unsettled
+  // past three quarters of it: settle it (or give it back) before the broker closes the channel.
+  // Once per delivery, after the `consumer.ack_late` record.
+  std::function<void(engine::ChannelId channel, std::string_view consumer_tag, std::uint64_t delivery_tag,
+                     engine::Duration held_for)>
+      on_ack_late;
 
   // A channel handle carrying every verb (see channel.hpp).
   void open_channel(Callback<Channel> done);
@@ -171,8 +178,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // delivery's processing time), or into a buffer the application reads later (it is not).
   enum class Handing : std::uint8_t { to_callback, to_buffer };
   // The same, and `on_ended` runs once when the subscription ends (see OnEnded).
+  // `ack_timeout`: the broker's consumer_timeout, to warn before it (on_ack_late).
   void consume(engine::ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
-               OnMessage on_message, OnEnded on_ended, Answer done, Handing handing = Handing::to_callback);
+               OnMessage on_message, OnEnded on_ended, Answer done, Handing handing = Handing::to_callback,
+               std::optional<engine::Duration> ack_timeout = std::nullopt);
   [[nodiscard]] Result<void> ack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple = false);
   [[nodiscard]] Result<void> nack(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple, bool requeue);
   [[nodiscard]] Result<void> reject(engine::ChannelId channel, std::uint64_t delivery_tag, bool requeue);
@@ -274,7 +283,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
     Handing handing = Handing::to_callback;
     Counter* consumed = nullptr;   // with metrics on
     Histogram* process = nullptr;  // with metrics on, for a callback's deliveries
+    std::shared_ptr<detail::HeldDeliveries> held{};  // with ConsumeOptions::ack_timeout only
   };
+  std::size_t held_watches_ = 0;  // subscriptions with `held`: settles look for them only then
+  std::unique_ptr<Timer> held_timer_;
+  void note_settled(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple);
+  void arm_held_timer();  // for the earliest warning still due, if any
+  void warn_held();       // the deliveries held past their warning, told once each
   Subscription subscription(engine::ChannelId channel, std::string tag, std::string_view queue, OnMessage on_message,
                             OnEnded on_ended, Handing handing);
   std::unique_ptr<detail::ConnectionMetrics> metrics_;  // null when ClientOptions::metrics is

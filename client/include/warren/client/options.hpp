@@ -121,6 +121,12 @@ struct ConsumeOptions {
   // rejected when it is cancelled, because RabbitMQ 3.10-3.12 closes the whole connection
   // (540) for a reject or nack of a stream delivery. They are left to the channel instead.
   bool stream = false;
+  // The broker's consumer_timeout for this subscription, as the application knows it (RabbitMQ's
+  // default is 30 min; x-consumer-timeout per queue on newer brokers). Set, a delivery held
+  // unsettled past three quarters of it is told once (a `consumer.ack_late` record,
+  // Connection::on_ack_late) while there is time to settle it; past the whole of it the broker
+  // closes the channel (errc::ack_timeout). Unset: nothing is tracked per delivery.
+  std::optional<engine::Duration> ack_timeout{};
 };
 
 // One publish. Views: the frames are copied before publish() returns.
