@@ -255,12 +255,12 @@ drop_queue bench-L
 # prefetch-1 consumer and a get loop nothing at any size. Each warren client at default and
 # with batching off (-unbatched), both drivers; the peers where their programs can (a paced
 # stream: --workload latency --size; RPC: --workload rpc --size). 200 msg/s: 51 MB/s at 256 KiB, far from the broker's
-# limit, so the latency is the clients'. Three rounds, the clients in another order each time,
+# limit, so the latency is the clients'. Five rounds, the clients in another order each time,
 # and the report takes each cell's median: one run's p50 moves by tens of µs on this machine,
 # more than batching may cost.
 echo "latency by size"
 size_rate=200
-size_rounds=$((rounds < 3 ? rounds : 3))
+size_rounds=$((rounds < 5 ? rounds : 5))
 size_record() {  # size_record KIND SIZE CLIENT LINE
   echo "{\"kind\":\"$1\",\"size\":$2,\"client\":\"$3\",\"result\":$4}" >>"$size_results"
   echo "  $1 $2 B $3: $4"

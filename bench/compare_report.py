@@ -308,12 +308,12 @@ if size_runs:
         missed = [f"{k} {c} {s:,} B" for k, c, s, ok in verdicts if not ok]
         lines += ["", "- The default's p50 within 10% (or 50 µs) of batching off, at every size, both drivers: " +
                   ("yes." if not missed else "no: " + ", ".join(missed) + ".")]
-        for kind, table in (("stream", stream), ("RPC", rpc)):
+        for kind, by_size in (("stream", stream), ("RPC", rpc)):
             for client in ("warren-uv", "warren-asio"):
                 worse, compared = [], 0
                 for size in sizes:
-                    mine = table.get((size, client))
-                    theirs = [table[(size, p)]["latency_us"]["p99"] for p in ("amqp091-go", "java-warm", "amqplib") if (size, p) in table]
+                    mine = by_size.get((size, client))
+                    theirs = [by_size[(size, p)]["latency_us"]["p99"] for p in ("amqp091-go", "java-warm", "amqplib") if (size, p) in by_size]
                     if mine and theirs:
                         compared += 1
                         if mine["latency_us"]["p99"] > min(theirs):
