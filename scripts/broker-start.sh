@@ -23,9 +23,13 @@ SBIN=/usr/lib/rabbitmq/bin
 mkdir -p "$DIR"
 
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# The node's Erlang distribution port, outside the kernel's ephemeral range (32768-60999 here):
+# PORT + 20000 lay inside it, and a node failed to boot (dist_port_already_used) when an
+# outgoing connection's local port happened to be that number, which a listen probe cannot see.
+dist_port() { if (($1 >= 11024)); then echo $(($1 - 10000)); else echo $(($1 + 20000)); fi; }
 free_port() {
   local p=$1
-  while in_use "$p" || in_use $((p + 20000)); do p=$((p + 1)); done
+  while in_use "$p" || in_use "$(dist_port "$p")"; do p=$((p + 1)); done
   echo "$p"
 }
 # The node is NAME@localhost, so localhost must resolve (minimal images lack /etc/hosts).
@@ -46,7 +50,7 @@ PORT=$(free_port "$PORT")
 [[ $TLS_PORT == auto ]] && TLS_PORT=$((PORT + 1))
 if [[ $TLS_PORT != 0 ]]; then
   TLS_PORT=$(free_port "$TLS_PORT")
-  while ((TLS_PORT == PORT || TLS_PORT == PORT + 20000)); do TLS_PORT=$(free_port $((TLS_PORT + 1))); done
+  while ((TLS_PORT == PORT || TLS_PORT == $(dist_port "$PORT"))); do TLS_PORT=$(free_port $((TLS_PORT + 1))); done
 fi
 NODE="warren${PORT}@localhost"
 
@@ -127,7 +131,7 @@ echo "$plugins" > "$DIR/enabled_plugins"
 
 export HOME=$DIR
 export RABBITMQ_NODENAME=$NODE RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$PORT
-export RABBITMQ_DIST_PORT=$((PORT + 20000))
+export RABBITMQ_DIST_PORT=$(dist_port "$PORT")
 export RABBITMQ_CONF_ENV_FILE=$DIR/rabbitmq-env.conf RABBITMQ_CONFIG_FILE=$DIR/rabbitmq.conf
 export RABBITMQ_CONFIG_FILES=$DIR/conf.d RABBITMQ_ADVANCED_CONFIG_FILE=$DIR/advanced.config
 export RABBITMQ_ENABLED_PLUGINS_FILE=$DIR/enabled_plugins

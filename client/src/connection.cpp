@@ -748,7 +748,8 @@ void Connection::update_secret(std::string_view secret, std::string_view reason,
             if (error) {
               // The broker answers a refused secret by closing the connection; a secret that
               // never reached it (the connection was already gone) was not refused.
-              if (c && error->reply_code != 0) c->observe("credentials.refused", Level::error, 0, error);
+              if (c && error->connection_ended && (error->reply_code == 403 || error->reply_code == 530))
+                c->observe("credentials.refused", Level::error, 0, error);
               done(*error);
               return;
             }

@@ -42,7 +42,11 @@ void Connection::fetch_credentials_then_dial() {
     if (!got.ok()) {
       const Error cause = provider_failed(got.error());
       c->observe("credentials.fetch_failed", Level::error, 0, &cause);
-      c->finish(cause);
+      // Never inside connect() itself (a provider may answer at once): the caller holds the
+      // connection before on_ready runs.
+      c->later([self, cause] {
+        if (auto c = self.lock(); c && !c->closed_reported_) c->finish(cause);
+      });
       return;
     }
     if (!got->user.empty()) c->options_.engine.user = got->user;
@@ -66,6 +70,9 @@ void Connection::schedule_refresh(engine::Duration after) {
 
 void Connection::refresh_credentials() {
   if (refreshing_ || closed_reported_ || close_asked_ || !engine_ || !engine_->is_open()) return;
+  // A broker that blocked the connection (a memory or disk alarm) reads nothing once a publish
+  // came: an update-secret would wait there and its deadline end the connection. Later.
+  if (engine_->is_blocked()) return schedule_refresh(engine::Duration{1000});
   refreshing_ = true;
   std::weak_ptr<Connection> self = weak_from_this();
   options_.credentials->fetch([self](Result<Credentials> got) {

@@ -23,7 +23,8 @@ class HeldDeliveries {
 
   void settled(std::uint64_t tag, bool multiple) {
     if (multiple) {
-      while (!held_.empty() && held_.front().tag <= tag) held_.pop_front();
+      // Tag 0 with multiple is "everything so far" (AMQP 0-9-1).
+      while (!held_.empty() && (tag == 0 || held_.front().tag <= tag)) held_.pop_front();
       return;
     }
     auto it = std::lower_bound(held_.begin(), held_.end(), tag, [](const Held& h, std::uint64_t t) { return h.tag < t; });

@@ -486,11 +486,14 @@ void Session::lost(const Error& cause) {
 }
 
 void Session::retry(const Error& cause) {
-  // With a credentials provider a refused login or secret is a token that expired or was
-  // revoked: the next dial asks the provider again, which may hand over a valid one.
-  const bool refreshable = options_.client.credentials &&
-                           (cause.reply_code == 403 || cause.reply_code == 530 ||
-                            cause.code == make_error_code(errc::access_refused));
+  // With a credentials provider a refused login (403 at the connection level: only the login
+  // is refused there) or a refused new secret (530 to connection.update-secret) is a token that
+  // expired or was revoked: the next dial asks the provider again, which may hand over a valid
+  // one. Anything else permanent (a missing vhost, its access refused: 530 to
+  // connection.open) stays so.
+  const bool refreshable =
+      options_.client.credentials && !cause.channel_close &&
+      (cause.reply_code == 403 || (cause.reply_code == 530 && cause.class_id == 10 && cause.method_id == 70));
   if (permanent(cause) && !refreshable) {  // whether or not it ever worked: waiting will not change the answer
     observe("session.gave_up", Level::error, 0, &cause, {});
     set_status(Status{State::closed, status_.attempt, engine::Duration{0}, cause});

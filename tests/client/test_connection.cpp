@@ -233,12 +233,29 @@ TEST_F(ConnectionTest, a_delivery_held_toward_the_ack_timeout_is_warned_of_once_
                                                       "consumer slow on queue q: delivery tag 3 held for 1350000 ms"}));
   driver.advance(std::chrono::minutes(60));
   EXPECT_EQ(late.size(), 2u) << "told once per delivery";
-  // A multiple ack settles every one held up to its tag.
-  driver.last_broker().deliver("four");
+  // A multiple ack settles every one held up to its tag: "five" (4) and "six" (5) held, 5 acked
+  // with multiple, and 4 is never warned of; "seven" (6), held on, is.
+  for (const char* body : {"five", "six", "seven"}) driver.last_broker().deliver(body);
   driver.run();
-  ASSERT_TRUE(kept.back().ack({.multiple = true}).ok());
-  driver.advance(std::chrono::minutes(60));
-  EXPECT_EQ(late.size(), 2u);
+  ASSERT_EQ(kept.size(), 6u);  // tags 4, 5, 6
+  ASSERT_TRUE(kept[4].ack({.multiple = true}).ok());  // tag 5 ("six"): settles every one up to 5
+  driver.advance(std::chrono::minutes(23));
+  EXPECT_EQ(late, (std::vector<std::string>{"slow #1 1350000 ms", "slow #3 1350000 ms", "slow #6 1350000 ms"}));
+
+  // A subscription that named no timeout tracks nothing and is never warned of.
+  std::vector<client::Message> other;
+  client::Consumer quiet;
+  ch.consume({.queue = "q2", .tag = "quiet"}, [&](const client::Delivery& d) { other.push_back(d.take()); },
+             [&](Result<client::Consumer> r) {
+               if (r) quiet = std::move(*r);
+             });
+  driver.run();
+  ASSERT_TRUE(quiet.active());
+  driver.last_broker().deliver("unwatched");
+  driver.run();
+  ASSERT_EQ(other.size(), 1u);
+  driver.advance(std::chrono::hours(2));
+  EXPECT_EQ(late.size(), 3u);
 }
 
 // What the callbacks of one read send goes out in one write, after the read's events are

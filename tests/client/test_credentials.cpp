@@ -152,6 +152,37 @@ TEST_F(CredentialsTest, a_secret_the_broker_refuses_closes_the_connection_and_is
   EXPECT_FALSE(records->mention("revoked-token"));
 }
 
+TEST_F(CredentialsTest, an_update_cut_short_by_the_applications_close_is_not_a_refusal) {
+  auto c = dial(options());
+  ASSERT_EQ(ready, "ok");
+  std::string answered;
+  c->update_secret("token-x", "manual", [&](Result<void> r) { answered = r ? "ok" : r.error().to_string(); });
+  c->close(nullptr);
+  driver.run();
+  EXPECT_EQ(answered, "connection closed (200): closed by the application");
+  EXPECT_EQ(records->count("credentials.refused"), 0);
+  EXPECT_EQ(records->count("credentials.refreshed"), 0);
+}
+
+TEST_F(CredentialsTest, a_provider_that_answers_at_once_with_a_failure_is_told_after_connect_returns) {
+  client::ClientOptions o;
+  o.credentials = client::credentials_from([](client::Callback<client::Credentials> done) {
+    done(make_error(errc::connection_lost, "no token"));
+  });
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto url = client::parse_url("amqp://fake:5001");
+  bool inside_connect = true;
+  bool told_inside = false;
+  auto c = client::Connection::connect(driver, *url, o, [&](Result<void> r) {
+    told_inside = inside_connect;
+    ready = r ? "ok" : r.error().to_string();
+  });
+  inside_connect = false;
+  driver.run();
+  EXPECT_FALSE(told_inside) << "on_ready ran inside connect()";
+  EXPECT_EQ(ready, "credentials unavailable: the credentials provider failed: connection lost: no token");
+}
+
 TEST_F(CredentialsTest, a_manual_update_is_taken_and_a_connection_without_expiry_never_refreshes) {
   client::ClientOptions o;
   o.credentials = client::credentials_from([](client::Callback<client::Credentials> done) {

@@ -84,6 +84,18 @@ TEST(UpdateSecret, no_answer_within_the_request_timeout_ends_the_connection) {
                 "class_id=0, method_id=0)");
 }
 
+TEST(UpdateSecret, a_secret_that_does_not_fit_in_a_frame_is_refused_before_anything_is_sent) {
+  ScriptedBroker b;
+  b.connect(60, 2047, 4096);
+  auto r = b.conn.update_secret(std::string(5000, 't'), "refresh", b.now);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, errc::frame_too_large);
+  EXPECT_EQ(r.error().detail, "a new secret of 5000 bytes does not fit in a frame (frame_max 4096)");
+  b.expect_nothing_sent();
+  EXPECT_FALSE(b.conn.poll_timeout() < b.now + 60s);  // no deadline armed for it: only the heartbeat's
+  EXPECT_TRUE(b.conn.update_secret(std::string(4000, 't'), "refresh", b.now).ok());
+}
+
 TEST(UpdateSecret, is_refused_before_the_handshake_and_after_a_close) {
   ScriptedBroker b;
   auto early = b.conn.update_secret("t", "r", b.now);

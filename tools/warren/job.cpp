@@ -170,9 +170,17 @@ void Job::stopped_now() {
 // the file itself.
 void Job::watch_password_file() {
   password_watch_ = driver().timer([this] {
-    if (auto secret = password_file_->changed_secret())
-      for (auto& c : connections_)
-        if (c->is_open()) c->update_secret(*secret, "--password-file changed", nullptr);
+    auto secret = password_file_->changed_secret();
+    if (!secret) {
+      // Said once until it can be read again; the connections keep the secret they have.
+      if (!password_unreadable_) record("credentials.refresh_failed", client::Level::warning, secret.error().detail);
+      password_unreadable_ = true;
+    } else {
+      password_unreadable_ = false;
+      if (*secret)
+        for (auto& c : connections_)
+          if (c->is_open()) c->update_secret(**secret, "--password-file changed", nullptr);
+    }
     if (!closing_) password_watch_->arm(driver().now() + std::chrono::seconds(5));
   });
   if (!closing_) password_watch_->arm(driver().now() + std::chrono::seconds(5));

@@ -148,10 +148,12 @@ class Job {
   std::shared_ptr<client::Metrics> metrics_;   // --metrics-listen: every connection's figures
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::shared_ptr<PasswordFile> password_file_;  // --password-file
-  std::unique_ptr<client::Timer> password_watch_;  // re-reads it; a change goes to every connection
   void watch_password_file();
+  bool password_unreadable_ = false;  // said once per spell the file cannot be read
   std::vector<client::ConnectionUrl> urls_;
   std::unique_ptr<Runtime> runtime_;
+  // After runtime_: a timer is destroyed before the loop it runs on.
+  std::unique_ptr<client::Timer> password_watch_;  // re-reads it; a change goes to every connection
   std::vector<std::shared_ptr<client::Connection>> connections_;
   std::map<const client::Connection*, std::size_t> url_index_;  // which of urls_ each was dialled from
   // Connections still dialling or in their handshake: a stop closes them too (a broker that

@@ -102,11 +102,12 @@ void PasswordFile::fetch(client::Callback<client::Credentials> done) {
   done(std::move(c));
 }
 
-std::optional<std::string> PasswordFile::changed_secret() {
+Result<std::optional<std::string>> PasswordFile::changed_secret() {
   auto secret = read_password_file(path_);
-  if (!secret || *secret == last_) return std::nullopt;
+  if (!secret) return secret.error();
+  if (*secret == last_) return std::optional<std::string>();
   last_ = *secret;
-  return std::move(*secret);
+  return std::optional<std::string>(std::move(*secret));
 }
 
 }  // namespace warren::cli

@@ -30,8 +30,9 @@ class PasswordFile final : public client::CredentialsProvider {
   explicit PasswordFile(std::string path) : path_(std::move(path)) {}
   // Reads the file now; with a JWT's exp, how long it has left by the system clock.
   void fetch(client::Callback<client::Credentials> done) override;
-  // Reads the file; the secret if it differs from the last one read (fetch or here).
-  [[nodiscard]] std::optional<std::string> changed_secret();
+  // Reads the file; the secret if it differs from the last one read (fetch or here), nothing if
+  // it is the same, the error if it cannot be read.
+  [[nodiscard]] Result<std::optional<std::string>> changed_secret();
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
  private:

@@ -381,10 +381,17 @@ Result<RequestId> Connection::update_secret(std::string_view new_secret, std::st
   s.now_ = now;
   if (auto r = s.check_open(); !r.ok()) return std::move(r).error();
   if (reason.size() > 255) return make_error(errc::string_too_long, "an update-secret reason is at most 255 bytes");
-  if (new_secret.size() > 0xFFFFFFFFu) return make_error(errc::string_too_long, "a secret over 4 GiB");
+  const wire::Method m{wire::ConnectionUpdateSecret{new_secret, reason}};
+  auto size = wire::method_payload_size(m);
+  if (!size.ok()) return std::move(size).error();
+  // A method is one frame: a secret that does not fit is refused here, not sent cut.
+  if (s.frame_max_ != 0 && *size + wire::frame_overhead_bytes > s.frame_max_)
+    return make_error(errc::frame_too_large, "a new secret of " + std::to_string(new_secret.size()) +
+                                                 " bytes does not fit in a frame (frame_max " +
+                                                 std::to_string(s.frame_max_) + ")");
   const RequestId id = ++s.next_request_;
   s.secret_updates_.push_back(detail::SecretUpdate{id, s.expiry(s.options_.request_timeout)});
-  s.send_method(0, wire::ConnectionUpdateSecret{new_secret, reason});
+  s.send_method(0, m);
   return id;
 }
 
