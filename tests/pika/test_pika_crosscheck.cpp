@@ -56,6 +56,13 @@ FrameView only_frame(const std::vector<std::byte>& bytes) {
   return **r;
 }
 
+// RabbitMQ's update-secret (10/70, 10/71) is not in Debian 12's pika (1.2.0) spec: pika cannot
+// write it, so its byte vectors are hand-written from RabbitMQ's spec (tests/unit/test_methods.cpp).
+const std::set<std::size_t>& not_in_pika() {
+  static const std::set<std::size_t> methods{Method{ConnectionUpdateSecret{}}.index(), Method{ConnectionUpdateSecretOk{}}.index()};
+  return methods;
+}
+
 TEST(PikaCrossCheck, VectorsCoverEveryMethod) {
   std::set<std::size_t> seen;
   for (const auto& v : vectors()) {
@@ -65,7 +72,8 @@ TEST(PikaCrossCheck, VectorsCoverEveryMethod) {
     ASSERT_TRUE(m.ok()) << v.text << ": " << m.error().to_string();
     seen.insert(m->index());
   }
-  EXPECT_EQ(seen.size(), std::variant_size_v<Method>);
+  for (std::size_t i : not_in_pika()) EXPECT_FALSE(seen.contains(i)) << "pika knows method " << i << " now: check it";
+  EXPECT_EQ(seen.size(), std::variant_size_v<Method> - not_in_pika().size());
 }
 
 TEST(PikaCrossCheck, MethodsReadAsPikaWroteThemAndEncodeToPikasBytes) {
@@ -81,7 +89,7 @@ TEST(PikaCrossCheck, MethodsReadAsPikaWroteThemAndEncodeToPikasBytes) {
     EXPECT_EQ(to_hex(test::encode_frame(frame.channel, *m, 0)), v.hex);
     ++checked;
   }
-  EXPECT_EQ(checked, static_cast<int>(std::variant_size_v<Method>));
+  EXPECT_EQ(checked, static_cast<int>(std::variant_size_v<Method> - not_in_pika().size()));
 }
 
 TEST(PikaCrossCheck, ContentHeadersReadAsPikaWroteThemAndEncodeToPikasBytes) {
