@@ -262,11 +262,7 @@ void Connection::dispatch(const engine::Event& event) {
           if (e.server_properties) server_properties_ = *e.server_properties;
           ready_reported_ = true;
           observe("connection.connected", Level::info);
-          if (secret_expires_in_) {
-            const engine::Duration lived = std::chrono::duration_cast<engine::Duration>(driver_.now() - secret_fetched_at_);
-            schedule_refresh(refresh_after(*secret_expires_in_) > lived ? refresh_after(*secret_expires_in_) - lived
-                                                                        : engine::Duration::zero());
-          }
+          schedule_refresh_of_secret(engine::Duration::zero());
           if (metrics_) metrics_->connected();
           if (on_ready_) on_ready_(Result<void>());
         } else if constexpr (std::is_same_v<E, engine::Closed>) {
@@ -367,7 +363,8 @@ void Connection::dispatch(const engine::Event& event) {
               if (s.consumed) s.consumed->add();
               if (s.held) {
                 s.held->delivered(e.message.delivery_tag, driver_.now());
-                arm_held_timer();
+                // Its warning falls after any already armed (the clock only moves on).
+                if (!held_armed_) arm_held_timer();
               }
               // The callback may end the subscription: `s` is not read after it.
               Histogram* process = s.process;
@@ -676,6 +673,7 @@ void Connection::arm_held_timer() {
   for (const auto& s : consumers_)
     if (s.held)
       if (auto at = s.held->next_warning(); at && (!next || *at < *next)) next = at;
+  held_armed_ = next.has_value();
   if (!next) {
     if (held_timer_) held_timer_->cancel();
     return;
@@ -690,6 +688,7 @@ void Connection::arm_held_timer() {
 }
 
 void Connection::warn_held() {
+  held_armed_ = false;
   const engine::Instant now = driver_.now();
   struct Late {
     ChannelId channel;

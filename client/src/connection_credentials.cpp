@@ -59,6 +59,13 @@ void Connection::fetch_credentials_then_dial() {
   });
 }
 
+void Connection::schedule_refresh_of_secret(engine::Duration at_least) {
+  if (!secret_expires_in_) return;  // it does not expire: nothing to refresh
+  const auto lived = std::chrono::duration_cast<engine::Duration>(driver_.now() - secret_fetched_at_);
+  const engine::Duration due = refresh_after(*secret_expires_in_);
+  schedule_refresh(std::max(due > lived ? due - lived : engine::Duration::zero(), at_least));
+}
+
 void Connection::schedule_refresh(engine::Duration after) {
   std::weak_ptr<Connection> self = weak_from_this();
   if (!refresh_timer_)
@@ -105,13 +112,9 @@ void Connection::refresh_credentials() {
       c->secret_expires_in_ = expires_in;
       c->secret_fetched_at_ = fetched_at;
       c->refresh_attempts_ = 0;
-      if (expires_in) {
-        const engine::Duration lived = std::chrono::duration_cast<engine::Duration>(c->driver_.now() - fetched_at);
-        const engine::Duration at = refresh_after(*expires_in);
-        // At least a second apart: a provider that hands back the same token near its expiry
-        // (a file its agent has not rotated yet) is asked again soon, but not in a loop.
-        c->schedule_refresh(std::max(at > lived ? at - lived : engine::Duration::zero(), engine::Duration{1000}));
-      }
+      // At least a second apart: a provider that hands back the same token near its expiry
+      // (a file its agent has not rotated yet) is asked again soon, but not in a loop.
+      c->schedule_refresh_of_secret(engine::Duration{1000});
     });
   });
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "client/fake_driver.hpp"
+#include "support/record_lines.hpp"
 #include "warren/client/connection.hpp"
 #include "warren/client/session.hpp"
 
@@ -49,27 +50,11 @@ struct TokenService {
   }
 };
 
-// Every record, as text: a secret must appear in none.
-struct Records final : client::Observer {
-  std::vector<std::string> lines;
-  void on_record(const client::Record& r) override {
-    lines.push_back(std::string(r.name) + " " + std::string(r.subject) + (r.cause ? " " + r.cause->to_string() : ""));
-  }
-  [[nodiscard]] int count(std::string_view name) const {
-    return static_cast<int>(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
-      return l.rfind(std::string(name) + " ", 0) == 0;
-    }));
-  }
-  [[nodiscard]] bool mention(std::string_view text) const {
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
-  }
-};
-
 class CredentialsTest : public ::testing::Test {
  protected:
   FakeDriver driver;
   TokenService tokens{driver, std::chrono::minutes(60)};
-  std::shared_ptr<Records> records = std::make_shared<Records>();
+  std::shared_ptr<RecordLines> records = std::make_shared<RecordLines>();
   std::string ready = "<not yet>";
 
   client::ClientOptions options() {

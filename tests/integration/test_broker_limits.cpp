@@ -8,22 +8,11 @@
 #include <gtest/gtest.h>
 
 #include "integration/client_fixture.hpp"
+#include "support/record_lines.hpp"
 #include "warren/client/session.hpp"
 
 namespace warren::test {
 namespace {
-
-struct Records final : client::Observer {
-  std::vector<std::string> lines;
-  void on_record(const client::Record& r) override {
-    lines.push_back(std::string(r.name) + " " + std::string(r.subject) + (r.cause ? " " + r.cause->to_string() : ""));
-  }
-  [[nodiscard]] std::string find(std::string_view name) const {
-    for (const auto& l : lines)
-      if (l.rfind(std::string(name) + " ", 0) == 0) return l;
-    return {};
-  }
-};
 
 class BrokerLimits : public ClientSuite {
  protected:
@@ -40,7 +29,7 @@ class BrokerLimits : public ClientSuite {
 };
 
 TEST_P(BrokerLimits, a_delivery_held_past_the_consumer_timeout_is_an_ack_timeout_naming_the_consumer) {
-  auto records = std::make_shared<Records>();
+  auto records = std::make_shared<RecordLines>();
   client::ClientOptions o;
   o.observer = records;
   auto c = connect("", o);

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "integration/client_fixture.hpp"
+#include "support/record_lines.hpp"
 #include "warren/client/session.hpp"
 
 namespace warren::test {
@@ -59,31 +60,13 @@ std::string token(std::chrono::seconds life, std::string_view scopes = "rabbitmq
   return signed_part + "." + base64url(std::string_view(reinterpret_cast<const char*>(mac), mac_len));
 }
 
-// Every record's name and cause; a secret must be in none.
-struct Records final : client::Observer {
-  std::vector<std::string> lines;
-  void on_record(const client::Record& r) override {
-    lines.push_back(std::string(r.name) + " " + std::string(r.subject) + (r.cause ? " " + r.cause->to_string() : ""));
-  }
-  [[nodiscard]] int count(std::string_view name) const {
-    int n = 0;
-    for (const auto& l : lines) n += l.rfind(std::string(name) + " ", 0) == 0;
-    return n;
-  }
-  [[nodiscard]] bool mention(std::string_view text) const {
-    for (const auto& l : lines)
-      if (l.find(text) != std::string::npos) return true;
-    return false;
-  }
-};
-
 constexpr auto life = std::chrono::seconds(3);  // refreshed at 2 s
 
 class OAuth2 : public ClientSuite {
  protected:
   void SetUp() override {}  // no guest connection: each case connects with tokens
   std::string url() { return "amqp://warren-test@127.0.0.1:" + env("RMQ_PORT") + "/%2f"; }
-  std::shared_ptr<Records> records = std::make_shared<Records>();
+  std::shared_ptr<RecordLines> records = std::make_shared<RecordLines>();
   std::vector<std::string> issued;
   std::shared_ptr<client::CredentialsProvider> provider(std::chrono::seconds token_life = life) {
     return client::credentials_from([this, token_life](client::Callback<client::Credentials> done) {

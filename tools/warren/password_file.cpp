@@ -1,13 +1,11 @@
 #include "password_file.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "small_file.hpp"
 
 namespace warren::cli {
 namespace {
@@ -48,28 +46,15 @@ std::optional<std::string> base64url_decode(std::string_view in) {
 }  // namespace
 
 Result<std::string> read_password_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return unavailable(path, std::string("cannot read it: ") + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) return unavailable(path, "a directory, not a file");
-  std::string text;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return unavailable(path, std::string("cannot read it: ") + std::strerror(errno));
-    if (n == 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() > max_password_file_bytes) return unavailable(path, "larger than 64 KiB, not a secret");
-  }
+  SmallFile file = read_small_file(path, max_password_file_bytes);
+  if (file.error == EISDIR) return unavailable(path, "a directory, not a file");
+  if (file.error) return unavailable(path, std::string("cannot read it: ") + std::strerror(file.error));
+  if (file.too_large) return unavailable(path, "larger than 64 KiB, not a secret");
+  std::string& text = file.text;
   if (!text.empty() && text.back() == '\n') text.pop_back();
   if (!text.empty() && text.back() == '\r') text.pop_back();
   if (text.empty()) return unavailable(path, "empty");
-  return text;
+  return std::move(text);
 }
 
 std::optional<std::int64_t> jwt_expiry(std::string_view token) {

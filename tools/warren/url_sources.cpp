@@ -1,14 +1,11 @@
 #include "url_sources.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+
+#include "small_file.hpp"
 
 namespace warren::cli {
 namespace {
@@ -41,32 +38,11 @@ std::vector<Line> url_lines(std::string_view text) {
   return lines;
 }
 
-struct FileText {
-  std::string text;
-  bool others_can_read = false;
-};
-
-Result<FileText> read_url_file(const std::string& path) {
+Result<SmallFile> read_url_file(const std::string& path) {
   const std::string what = "--url-file " + path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return usage(what + ": cannot read it: " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  FileText file;
-  // The mode of what was opened, not of the name: it cannot change in between.
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) file.others_can_read = (st.st_mode & S_IROTH) != 0;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return usage(what + ": cannot read it: " + std::strerror(errno));
-    if (n == 0) break;
-    file.text.append(buffer, static_cast<std::size_t>(n));
-    if (file.text.size() > max_url_file_bytes) return usage(what + ": larger than 64 KiB, not a URL file");
-  }
+  SmallFile file = read_small_file(path, max_url_file_bytes);
+  if (file.error) return usage(what + ": cannot read it: " + std::strerror(file.error));
+  if (file.too_large) return usage(what + ": larger than 64 KiB, not a URL file");
   return file;
 }
 

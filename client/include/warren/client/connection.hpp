@@ -197,6 +197,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // connection_credentials.cpp: with ClientOptions::credentials, the provider is asked first.
   void fetch_credentials_then_dial();
   void schedule_refresh(engine::Duration after);
+  // At two thirds of the life of the secret in use, or after `at_least` if that is later.
+  void schedule_refresh_of_secret(engine::Duration at_least);
   void refresh_credentials();
   void pump();   // poll and dispatch events, write, re-arm the timer
   void flush();  // write what is pending, if no write is in flight
@@ -287,6 +289,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   };
   std::size_t held_watches_ = 0;  // subscriptions with `held`: settles look for them only then
   std::unique_ptr<Timer> held_timer_;
+  bool held_armed_ = false;  // held_timer_ is armed for a warning still due
   void note_settled(engine::ChannelId channel, std::uint64_t delivery_tag, bool multiple);
   void arm_held_timer();  // for the earliest warning still due, if any
   void warn_held();       // the deliveries held past their warning, told once each
