@@ -266,6 +266,7 @@ if size_runs:
         return on <= max(off * 1.10, off + 50)
 
     stream, rpc = by("stream"), by("rpc")
+    rpc_calls = max([r["result"].get("count", 0) for r in size_runs if r["kind"] == "rpc" and r["client"] == "warren-uv"] or [0])
     sizes = sorted({s for s, _ in stream} | {s for s, _ in rpc})
     lines += [
         "",
@@ -277,9 +278,10 @@ if size_runs:
         "A paced stream: one producer and one consumer in one process, 200 msg/s of each size "
         "(`warren perf -x 1 -y 1 -r 200 -s SIZE`; the peers' programs with `--workload latency "
         "--rate 200 --size SIZE`), prefetch 500: the latency is publish to delivery callback. "
-        "RPC: 1,000 calls one after another over direct reply-to to `warren rpc serve` (the reply "
+        f"RPC: {rpc_calls:,} calls one after another over direct reply-to to `warren rpc serve` (the reply "
         "as large as the request; bench/read_latency.cpp, the peers' programs with `--workload rpc`), "
-        "the latency a call's round trip. "
+        "the latency a call's round trip; warren's default and off connections take turns in one "
+        "process, 100 calls at a time, so both see the same placement of threads on the two cores. "
         "\"default\" is warren at default settings, \"off\" with read batching off "
         "(`--read-min-bytes 0`); the ratio is default / off.",
         "",
@@ -330,7 +332,8 @@ if size_runs:
             "",
             "One 8 KiB message a read: 2,000 through a consumer with a prefetch of 1 (the next is sent only "
             "after the ack) and 2,000 through `basic.get` one after another (bench/read_latency.cpp), "
-            "the rate at default and with batching off.",
+            "the rate at default and with batching off: the two connections take turns in one process, "
+            "100 messages at a time (the rate is one over the mean time between messages within a turn).",
             "",
             "| loop | client | msgs/s | p50 between messages (µs) | p99 (µs) | rate default/off |",
             "|---|---|---:|---:|---:|---:|",
@@ -346,6 +349,13 @@ if size_runs:
                 label = "prefetch 1" if kind == "prefetch1" else "basic.get"
                 lines.append(f"| {label} | {name} | {v['rate']:,.0f} | {v['latency_us']['p50']:,.0f} | "
                              f"{v['latency_us']['p99']:,.0f} | {ratio} |")
+        slower = [f"{'prefetch 1' if kind == 'prefetch1' else 'basic.get'} {client} "
+                  f"({rates[(kind, client)]['rate'] / rates[(kind, client + '-unbatched')]['rate']:.2f})"
+                  for kind in ("prefetch1", "get") for client in ("warren-uv", "warren-asio")
+                  if (kind, client) in rates and (kind, client + "-unbatched") in rates
+                  and rates[(kind, client)]["rate"] < 0.9 * rates[(kind, client + "-unbatched")]["rate"]]
+        lines += ["", "- Each loop's rate at default within 10% of batching off, both drivers: " +
+                  ("yes." if not slower else "no: " + ", ".join(slower) + ".")]
 
 # Scale.
 if scale_runs:

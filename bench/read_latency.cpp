@@ -1,18 +1,24 @@
 // One message at a time, where read batching must cost nothing (issue 37): bench/compare.sh's
-// latency-by-size section runs it at default settings and with batching off, on both drivers.
+// latency-by-size section runs it with --batching both on each driver.
 //   bench-read-latency --port P --queue Q --mode rpc|prefetch1|get --size B --count N
-//                      [--driver uv|asio] [--batching default|off]
+//                      [--driver uv|asio] [--batching default|off|both]
 // rpc:       N calls one after another over direct reply-to to `warren rpc serve --queue Q`
 //            (its reply is the request upper-cased: B bytes each way); each call's round trip.
 // prefetch1: N messages already in Q, consumed with a prefetch of 1 and an ack each: the
 //            next is sent only after the ack, so every one is one read.
 // get:       N messages already in Q, taken with basic.get one after another.
-// Prints one line of JSON: {"mode","size","count","seconds","rate","latency_us":{"p50","p99"}}
-// (latency: a call's round trip, or the time from one message's arrival to the next's).
+// both:      a connection at default settings and one with batching off take turns, 100 at a
+//            time, until each has done N (prefetch1: Q holds 2N).
+// Prints one line of JSON per connection:
+//   {"mode","batching","size","count","seconds","rate","latency_us":{"p50","p99"}}
+// (latency: a call's round trip, the time from asking to a get's answer, or from one delivery
+// to the next within a turn; rate: 1 / the mean of those).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <optional>
+#include <vector>
 #include <string>
 
 #include "histogram.hpp"
@@ -53,63 +59,96 @@ Args parse(int argc, char** argv) {
     else die("unknown option " + k);
   }
   if (a.queue.empty() || a.count == 0 || (a.mode != "rpc" && a.mode != "prefetch1" && a.mode != "get") ||
-      (a.driver != "uv" && a.driver != "asio") || (a.batching != "default" && a.batching != "off"))
-    die("usage: --port P --queue Q --mode rpc|prefetch1|get --size B --count N [--driver uv|asio] [--batching default|off]");
+      (a.driver != "uv" && a.driver != "asio") || (a.batching != "default" && a.batching != "off" && a.batching != "both"))
+    die("usage: --port P --queue Q --mode rpc|prefetch1|get --size B --count N [--driver uv|asio] [--batching default|off|both]");
   return a;
 }
 
-// The run: connects, does N one at a time, records each, then closes.
+// One connection's side of the run: connects, then does blocks of N one at a time when told,
+// recording each, and closes at the end. Two of them (default and batching off) take turns in
+// one process with --batching both, so both see the same machine: this 2-core host places the
+// broker's and the client's threads differently from one process to the next, and one
+// process's rate moved by 25% between runs, more than batching may cost.
 class Run {
  public:
-  Run(client::Driver& driver, const Args& a) : driver_(driver), a_(a) {}
+  Run(client::Driver& driver, const Args& a, bool batching_off) : driver_(driver), a_(a), off_(batching_off) {}
 
-  void start() {
+  void start(std::function<void()> ready) {
+    ready_ = std::move(ready);
     auto url = client::parse_url("amqp://guest:guest@127.0.0.1:" + std::to_string(a_.port) + "/%2f");
     client::ClientOptions o;
-    if (a_.batching == "off") o.read_batching = {};
+    if (off_) o.read_batching = {};
     conn_ = client::Connection::connect(driver_, *url, o, [this](Result<void> r) {
       if (!r) die("connect: " + r.error().to_string());
       conn_->open_channel([this](Result<client::Channel> ch) {
         if (!ch) die("channel: " + ch.error().to_string());
         ch_ = *ch;
-        began_ = Clock::now();
-        if (a_.mode == "rpc") return start_rpc();
-        if (a_.mode == "prefetch1") return start_prefetch1();
-        next_get();
+        if (a_.mode != "rpc") return ready_();
+        rpc_ = client::RpcClient::start(ch_, [this](Result<void> r) {
+          if (!r) die("rpc: " + r.error().to_string());
+          body_.assign(a_.size, 'r');
+          ready_();
+        });
       });
     });
   }
-  void print() const {
-    const double seconds = std::chrono::duration<double>(ended_ - began_).count();
-    std::printf("{\"mode\":\"%s\",\"size\":%zu,\"count\":%llu,\"seconds\":%.6f,\"rate\":%.1f,\"latency_us\":{\"p50\":%.1f,\"p99\":%.1f}}\n",
-                a_.mode.c_str(), a_.size, static_cast<unsigned long long>(done_), seconds, static_cast<double>(done_) / seconds,
-                static_cast<double>(latency_.quantile_ns(0.5)) / 1000.0, static_cast<double>(latency_.quantile_ns(0.99)) / 1000.0);
+  // N more, then `done`.
+  void block(std::uint64_t n, std::function<void()> done) {
+    block_end_ = done_ + n;
+    in_block_ = 0;
+    block_done_ = std::move(done);
+    if (a_.mode == "rpc") return call();
+    if (a_.mode == "prefetch1") return consume();
+    next_get();
   }
+  void close() {
+    rpc_.reset();
+    conn_->close([](Result<void>) {});
+  }
+  void print() const {
+    const double seconds = static_cast<double>(busy_ns_) / 1e9;
+    std::printf("{\"mode\":\"%s\",\"batching\":\"%s\",\"size\":%zu,\"count\":%llu,\"seconds\":%.6f,\"rate\":%.1f,"
+                "\"latency_us\":{\"p50\":%.1f,\"p99\":%.1f}}\n",
+                a_.mode.c_str(), off_ ? "off" : "default", a_.size, static_cast<unsigned long long>(done_), seconds,
+                static_cast<double>(latency_.total()) / seconds, static_cast<double>(latency_.quantile_ns(0.5)) / 1000.0,
+                static_cast<double>(latency_.quantile_ns(0.99)) / 1000.0);
+  }
+  std::uint64_t done() const { return done_; }
 
  private:
-  void start_rpc() {
-    rpc_ = client::RpcClient::start(ch_, [this](Result<void> r) {
-      if (!r) die("rpc: " + r.error().to_string());
-      body_.assign(a_.size, 'r');
-      call();
-    });
-  }
   void call() {
     const auto sent = Clock::now();
     rpc_->call({.routing_key = a_.queue, .timeout = std::chrono::seconds(10)}, body_, [this, sent](Result<client::Message> reply) {
       if (!reply) die("call: " + reply.error().to_string());
       if (reply->body().size() != a_.size) die("a reply of " + std::to_string(reply->body().size()) + " bytes");
       record(Clock::now() - sent);
-      if (done_ < a_.count) return call();
-      end();
+      ++done_;
+      if (done_ < block_end_) return call();
+      end_block();
     });
   }
-  void start_prefetch1() {
-    last_ = Clock::now();
+  // A prefetch of 1: the next is sent only after the ack. The block's last message is kept
+  // unacked until the cancel is confirmed, so nothing is in flight to this consumer when the
+  // other connection takes its turn; the first of each block waits for the subscription and is
+  // not counted as an interval.
+  void consume() {
     ch_.consume({.queue = a_.queue, .prefetch = 1},
                 [this](const client::Delivery& d) {
-                  (void)d.ack();
-                  arrived();
+                  const auto now = Clock::now();
+                  if (in_block_++ > 0) record(now - last_);
+                  last_ = now;
+                  ++done_;
+                  if (done_ < block_end_) {
+                    (void)d.ack();
+                    return;
+                  }
+                  held_ = d.take();
+                  consumer_.cancel([this](Result<void>) {
+                    consumer_ = client::Consumer{};
+                    (void)held_.ack();
+                    held_ = client::Message{};
+                    end_block();
+                  });
                 },
                 [this](Result<client::Consumer> c) {
                   if (!c) die("consume: " + c.error().to_string());
@@ -117,43 +156,76 @@ class Run {
                 });
   }
   void next_get() {
-    last_ = Clock::now();
-    ch_.get({.queue = a_.queue, .auto_ack = true}, [this](Result<std::optional<client::Message>> m) {
+    const auto asked = Clock::now();
+    ch_.get({.queue = a_.queue, .auto_ack = true}, [this, asked](Result<std::optional<client::Message>> m) {
       if (!m) die("get: " + m.error().to_string());
       if (!*m) die("the queue ran out after " + std::to_string(done_));
-      arrived();
-      if (done_ < a_.count) next_get();
+      record(Clock::now() - asked);
+      ++done_;
+      if (done_ < block_end_) return next_get();
+      end_block();
     });
   }
-  // One message in: the time since the last one (or since asking), and the end after N.
-  void arrived() {
-    const auto now = Clock::now();
-    record(now - last_);
-    last_ = now;
-    if (done_ == a_.count) end();
-  }
   void record(Clock::duration d) {
-    latency_.record(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()));
-    ++done_;
+    const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+    latency_.record(ns);
+    busy_ns_ += ns;
   }
-  void end() {
-    ended_ = Clock::now();
-    consumer_ = client::Consumer{};
-    rpc_.reset();
-    conn_->close([](Result<void>) {});
+  void end_block() {
+    auto done = std::move(block_done_);
+    done();
   }
 
   client::Driver& driver_;
   const Args& a_;
+  const bool off_;
+  std::function<void()> ready_, block_done_;
   std::shared_ptr<client::Connection> conn_;
   client::Channel ch_;
   std::shared_ptr<client::RpcClient> rpc_;
   client::Consumer consumer_;
+  client::Message held_;
   std::string body_;
   cli::Histogram latency_;
-  std::uint64_t done_ = 0;
-  Clock::time_point began_, ended_, last_;
+  std::uint64_t done_ = 0, block_end_ = 0, in_block_ = 0, busy_ns_ = 0;
+  Clock::time_point last_;
 };
+
+// The runs in turn, blocks of 100, until each has done N; then both close and print.
+class Turns {
+ public:
+  Turns(std::vector<Run*> runs, std::uint64_t count) : runs_(std::move(runs)), count_(count) {}
+  void start() { start_next(0); }
+
+ private:
+  static constexpr std::uint64_t kBlock = 100;
+  void start_next(std::size_t i) {
+    if (i == runs_.size()) return next();
+    runs_[i]->start([this, i] { start_next(i + 1); });
+  }
+  void next() {
+    Run* run = runs_[turn_++ % runs_.size()];
+    if (run->done() >= count_) {
+      for (Run* r : runs_) r->close();
+      return;
+    }
+    run->block(std::min(kBlock, count_ - run->done()), [this] { next(); });
+  }
+  std::vector<Run*> runs_;
+  std::uint64_t count_;
+  std::uint64_t turn_ = 0;
+};
+
+void run_all(client::Driver& driver, const Args& a, const std::function<void()>& loop) {
+  Run with_default(driver, a, false), with_off(driver, a, true);
+  std::vector<Run*> runs;
+  if (a.batching != "off") runs.push_back(&with_default);
+  if (a.batching != "default") runs.push_back(&with_off);
+  Turns turns(runs, a.count);
+  turns.start();
+  loop();
+  for (Run* r : runs) r->print();
+}
 
 }  // namespace
 
@@ -164,10 +236,7 @@ int main(int argc, char** argv) {
     uv_loop_init(&loop);
     {
       uv::UvDriver driver(&loop);
-      Run run(driver, a);
-      run.start();
-      uv_run(&loop, UV_RUN_DEFAULT);
-      run.print();
+      run_all(driver, a, [&] { uv_run(&loop, UV_RUN_DEFAULT); });
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
@@ -175,9 +244,6 @@ int main(int argc, char** argv) {
   }
   asio::io_context io;
   asio_driver::AsioDriver driver(io);
-  Run run(driver, a);
-  run.start();
-  io.run();
-  run.print();
+  run_all(driver, a, [&] { io.run(); });
   return 0;
 }
