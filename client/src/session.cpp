@@ -328,8 +328,8 @@ void RecoveringChannel::detach() {
 
 // ---- the session
 
-Session::Session(Driver& driver, ConnectionUrl url, SessionOptions options)
-    : driver_(driver), url_(std::move(url)), options_(std::move(options)),
+Session::Session(Driver& driver, std::vector<ConnectionUrl> urls, SessionOptions options)
+    : driver_(driver), urls_(std::move(urls)), options_(std::move(options)),
       random_(options_.jitter_seed ? *options_.jitter_seed : std::random_device{}()) {}
 
 Session::~Session() {
@@ -346,7 +346,19 @@ Error Session::closed_cause() const {
 }
 
 std::shared_ptr<Session> Session::start(Driver& driver, ConnectionUrl url, SessionOptions options) {
-  std::shared_ptr<Session> self(new Session(driver, std::move(url), std::move(options)));
+  std::vector<ConnectionUrl> urls;
+  urls.push_back(std::move(url));
+  return start(driver, std::move(urls), std::move(options));
+}
+
+std::shared_ptr<Session> Session::start(Driver& driver, std::vector<ConnectionUrl> urls, SessionOptions options) {
+  std::erase_if(urls, [](const ConnectionUrl& u) { return u.endpoints.empty(); });
+  const bool none = urls.empty();
+  std::shared_ptr<Session> self(new Session(driver, std::move(urls), std::move(options)));
+  if (none) {
+    self->status_ = Status{State::closed, 0, engine::Duration{0}, make_error(errc::invalid_argument, "a session needs a URL with a host")};
+    return self;
+  }
   std::weak_ptr<Session> weak = self;
   // It keeps the loop alive: while it waits there is no socket to.
   self->retry_timer_ = driver.keepalive_timer([weak] {
@@ -360,7 +372,7 @@ void Session::observe(std::string_view name, Level level, engine::ChannelId chan
                       std::string_view subject) const {
   const auto& observer = options_.client.observer;
   if (!observer) return;
-  const Endpoint& host = connection_ ? connection_->endpoint() : url_.endpoints.front();
+  const Endpoint& host = connection_ ? connection_->endpoint() : urls_.front().endpoints.front();
   const std::string peer = host.host + ":" + std::to_string(host.port);
   observer->on_record(Record{name, level, peer, channel, cause, subject});
 }
@@ -386,11 +398,17 @@ void Session::dial() {
   std::weak_ptr<Session> weak = weak_from_this();
   auto holder = std::make_shared<std::shared_ptr<Connection>>();
   // Each attempt starts one host further along, so a host that takes connections but never
-  // serves them is not always the first one tried.
-  ConnectionUrl url = url_;
-  if (url.endpoints.size() > 1)
-    std::rotate(url.endpoints.begin(), url.endpoints.begin() + static_cast<std::ptrdiff_t>(first_host_ % url.endpoints.size()),
-                url.endpoints.end());
+  // serves them is not always the first one tried. An attempt dials one URL: its hosts from
+  // that one on (Connection::connect moves along them), the next attempt the next.
+  std::size_t at = first_host_ % host_count();
+  std::size_t which = 0;
+  while (at >= urls_[which].endpoints.size()) at -= urls_[which++].endpoints.size();
+  ConnectionUrl url = urls_[which];
+  std::rotate(url.endpoints.begin(), url.endpoints.begin() + static_cast<std::ptrdiff_t>(at), url.endpoints.end());
+  // The host just lost goes last: a hung one costs a whole handshake timeout to find out again.
+  if (avoid_)
+    std::stable_partition(url.endpoints.begin(), url.endpoints.end(),
+                          [&](const Endpoint& e) { return !(e.host == avoid_->host && e.port == avoid_->port); });
   ++first_host_;
   *holder = Connection::connect(driver_, url, options_.client, [weak, holder](Result<void> r) {
     const Error* e = r ? nullptr : &r.error();
@@ -413,9 +431,11 @@ void Session::dial() {
     };
     self->connected();
   });
+  dialing_ = *holder;
 }
 
 void Session::connected() {
+  avoid_.reset();
   observe(ever_connected_ ? "session.reconnected" : "session.connected", Level::info, 0, nullptr, {});
   if (ever_connected_ && options_.client.metrics)
     options_.client.metrics->counter({"warren.session.reconnects", "{reconnect}", "Sessions connected again after losing their connection"})
@@ -477,7 +497,30 @@ void Session::fail_channel_waiters(const Error& cause) {
     driver_.post([done = std::move(done), cause] { done(cause); });
 }
 
+std::size_t Session::host_count() const noexcept {
+  std::size_t n = 0;
+  for (const auto& u : urls_) n += u.endpoints.size();
+  return n;
+}
+
 void Session::lost(const Error& cause) {
+  // The next attempt starts at another host than the one lost, drawn at random among the
+  // rest: a node that went away (killed, hung) does not send every one of its clients to the
+  // same next node, and the lost one is tried last.
+  if (const std::size_t n = host_count(); connection_ && n > 1) {
+    const Endpoint& gone = connection_->endpoint();
+    std::size_t position = 0, found = n;
+    for (const auto& u : urls_)
+      for (const auto& e : u.endpoints) {
+        if (found == n && e.host == gone.host && e.port == gone.port) found = position;
+        ++position;
+      }
+    if (found < n) {
+      std::uniform_int_distribution<std::size_t> other(1, n - 1);
+      first_host_ = found + other(random_);
+      avoid_ = gone;
+    }
+  }
   connection_.reset();
   for (auto& ch : channels_) ch->detach();
   if (status_.state == State::closed) return;
@@ -505,6 +548,7 @@ void Session::retry(const Error& cause) {
   const engine::Duration delay = draw_delay(attempt);
   observe("session.reconnecting", Level::warning, 0, &cause, attempt_text(attempt, delay));
   set_status(Status{ever_connected_ ? State::reconnecting : State::connecting, attempt, delay, cause});
+  if (status_.state == State::closed) return;  // closed from on_status: nothing more to dial
   retry_timer_->arm(driver_.now() + delay);
 }
 
@@ -520,7 +564,7 @@ void Session::close(Callback<void> done) {
   const bool was_connected = connection_ && connection_->is_open();
   // The application's own close: what went wrong before is no longer the state's cause.
   set_status(Status{State::closed, 0, engine::Duration{0}, std::nullopt});
-  retry_timer_->cancel();
+  if (retry_timer_) retry_timer_->cancel();  // none when started without a URL
   for (auto& ch : channels_) {
     ch->ready_ = false;
     if (ch->retry_timer_) ch->retry_timer_->cancel();
@@ -529,11 +573,22 @@ void Session::close(Callback<void> done) {
     ch->fail_waiting(never_sent);
   }
   fail_channel_waiters(make_error(errc::connection_closed, "the session closed before a connection came"));
+  // A dial under way (a host that takes the connection and never answers) ends now, not at its
+  // handshake timeout: nothing of the session's may keep the loop running after close().
+  if (auto dialing = dialing_.lock(); dialing && dialing != connection_) dialing->close(nullptr);
   if (!was_connected) {
     driver_.post([done = std::move(done)] { done(Result<void>()); });
     return;
   }
   connection_->close(std::move(done));
+}
+
+void Session::update_secret(std::string_view secret, std::string_view reason, Connection::Done done) {
+  if (connection_ && connection_->is_open()) return connection_->update_secret(secret, reason, std::move(done));
+  if (done)
+    driver_.post([done = std::move(done)] {
+      done(make_error(errc::connection_closed, "the session has no connection now; the next one asks for credentials itself"));
+    });
 }
 
 const char* to_string(Session::State state) noexcept {

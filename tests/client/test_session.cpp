@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "client/fake_driver.hpp"
 #include "support/outcome.hpp"
@@ -551,6 +552,143 @@ TEST_F(SessionTest, each_attempt_starts_at_the_next_host) {
   wait_retry();
   wait_retry();
   EXPECT_EQ(driver.dialled, (std::vector<std::uint16_t>{5002, 5003, 5003, 5002, 5002, 5003}));
+}
+
+// Issue 39: the CLI's --url given more than once (each URL with its own credentials or TLS)
+// behind one Session: each attempt dials one URL, from the next host along them all.
+TEST_F(SessionTest, several_urls_are_dialled_in_turn_host_by_host) {
+  std::vector<client::ConnectionUrl> urls;
+  for (const char* text : {"amqp://a:a@fake:5002", "amqp://b:b@fake:5003,fake:5004"}) {
+    auto url = client::parse_url(text);
+    ASSERT_TRUE(url.ok());
+    urls.push_back(*url);
+  }
+  auto session = Session::start(driver, urls, options);
+  session->on_status = [this](const Session::Status& st) { statuses.push_back(st); };
+  driver.run();
+  wait_retry();
+  wait_retry();
+  wait_retry();
+  EXPECT_EQ(driver.dialled, (std::vector<std::uint16_t>{5002, 5003, 5004, 5004, 5003, 5002}));
+  driver.hosts[5004] = FakeDriver::Host::broker;
+  wait_retry();
+  EXPECT_EQ(statuses.back().state, Session::State::connected);
+  ASSERT_TRUE(session->endpoint().has_value());
+  EXPECT_EQ(session->endpoint()->port, 5004);
+}
+
+TEST_F(SessionTest, without_a_url_it_is_closed_at_once) {
+  auto session = Session::start(driver, std::vector<client::ConnectionUrl>{}, options);
+  EXPECT_EQ(session->status().state, Session::State::closed);
+  ASSERT_TRUE(session->status().last_cause.has_value());
+  EXPECT_EQ(session->status().last_cause->code, make_error_code(errc::invalid_argument));
+  EXPECT_EQ(driver.dials, 0);
+  bool closed = false;
+  session->close([&](Result<void>) { closed = true; });  // and closing it again is harmless
+  driver.run();
+  EXPECT_TRUE(closed);
+}
+
+// Review of issue 39: a session closed from its own on_status while it announced a retry armed
+// the retry all the same, and the loop ran on until it fired.
+TEST_F(SessionTest, closed_from_on_status_it_arms_no_retry) {
+  auto url = client::parse_url("amqp://guest:guest@fake:5001");
+  ASSERT_TRUE(url.ok());
+  auto session = Session::start(driver, *url, options);
+  session->on_status = [&](const Session::Status& st) {
+    if (st.state == Session::State::connecting && st.last_cause) session->close(nullptr);
+  };
+  driver.run();
+  EXPECT_EQ(session->status().state, Session::State::closed);
+  EXPECT_EQ(driver.armed_timers(), 0u);
+  driver.advance(std::chrono::minutes(1));
+  EXPECT_EQ(driver.dials, 1);
+}
+
+// Issue 39: after a loss every session of a node went on to the same next host (the one after
+// it in the URL); now a host other than the lost one, drawn at random, is dialled first.
+TEST_F(SessionTest, after_a_loss_another_host_than_the_lost_one_is_dialled_first_drawn_at_random) {
+  auto url = client::parse_url("amqp://guest:guest@fake:5001,fake:5002,fake:5003");
+  ASSERT_TRUE(url.ok());
+  for (std::uint16_t port : {5001, 5002, 5003}) driver.hosts[port] = FakeDriver::Host::broker;
+  std::set<std::uint16_t> firsts;
+  for (std::uint64_t seed = 1; seed <= 16; ++seed) {
+    options.jitter_seed = seed;
+    statuses.clear();
+    auto session = Session::start(driver, *url, options);
+    session->on_status = [this](const Session::Status& st) { statuses.push_back(st); };
+    driver.run();
+    ASSERT_EQ(session->endpoint()->port, 5001);  // the first connection: the URL's order
+    driver.dialled.clear();
+    driver.reset_all();
+    ASSERT_EQ(statuses.back().state, Session::State::reconnecting);
+    wait_retry();
+    ASSERT_FALSE(driver.dialled.empty());
+    EXPECT_NE(driver.dialled.front(), 5001) << "seed " << seed;
+    firsts.insert(driver.dialled.front());
+    ASSERT_EQ(statuses.back().state, Session::State::connected);
+    session->close(nullptr);
+    driver.run();
+  }
+  EXPECT_EQ(firsts, (std::set<std::uint16_t>{5002, 5003}));
+}
+
+// Review of issue 39: the attempt after a loss that started at the third host went on to the
+// lost (first) one second, which a hung node makes cost a whole handshake timeout.
+TEST_F(SessionTest, after_a_loss_the_lost_host_is_dialled_last) {
+  auto url = client::parse_url("amqp://guest:guest@fake:5001,fake:5002,fake:5003");
+  ASSERT_TRUE(url.ok());
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    options.jitter_seed = seed;
+    statuses.clear();
+    auto session = Session::start(driver, *url, options);
+    session->on_status = [this](const Session::Status& st) { statuses.push_back(st); };
+    driver.run();
+    ASSERT_EQ(session->endpoint()->port, 5001);
+    driver.dialled.clear();
+    driver.reset_all();  // 5002 and 5003 refuse: the attempt ends at 5001
+    wait_retry();
+    ASSERT_EQ(driver.dialled.size(), 3u) << "seed " << seed;
+    EXPECT_EQ(driver.dialled.back(), 5001) << "seed " << seed;
+    ASSERT_EQ(statuses.back().state, Session::State::connected);
+    session->close(nullptr);
+    driver.run();
+  }
+}
+
+// Issue 39: `warren work run` stopped while its session dialled a host that takes the
+// connection and never answers: close() left that dial to its handshake timeout, and the loop
+// (and the process) ran on until then.
+TEST_F(SessionTest, close_ends_a_dial_under_way_at_once) {
+  driver.hosts[5001] = FakeDriver::Host::mute;
+  auto session = start();
+  ASSERT_EQ(driver.open_streams(), 1u);
+  bool closed = false;
+  session->close([&](Result<void>) { closed = true; });
+  driver.run();
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(driver.open_streams(), 0u);
+  EXPECT_EQ(driver.armed_timers(), 0u);
+  EXPECT_EQ(session->status().state, Session::State::closed);
+}
+
+// Issue 39: a --password-file change reached the CLI's connections but not a Session's.
+TEST_F(SessionTest, update_secret_goes_to_the_current_connection_and_says_when_there_is_none) {
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  auto session = start();
+  std::optional<std::string> told;
+  session->update_secret("new-token", "rotated", [&](Result<void> r) { told = r ? "ok" : r.error().to_string(); });
+  driver.run();
+  EXPECT_EQ(told.value_or("<none>"), "ok");
+  driver.reset_all();
+  driver.hosts[5001] = FakeDriver::Host::refuse;
+  driver.run();
+  told.reset();
+  session->update_secret("newer-token", "rotated", [&](Result<void> r) { told = r ? "ok" : r.error().to_string(); });
+  EXPECT_FALSE(told.has_value());  // never inside the call
+  driver.run();
+  EXPECT_EQ(told.value_or("<none>").rfind("connection closed", 0), 0u) << told.value_or("<none>");
 }
 
 // Finding 11: a Session publish's timeout bounds the confirm too, not only the wait for a

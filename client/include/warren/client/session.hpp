@@ -153,6 +153,11 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   [[nodiscard]] static std::shared_ptr<Session> start(Driver& driver, ConnectionUrl url, SessionOptions options);
+  // Several URLs (each with its own credentials, vhost or TLS settings), tried as one URL's
+  // hosts are: each attempt dials one URL, from the next host along them all. None: the
+  // session is closed at once with errc::invalid_argument.
+  [[nodiscard]] static std::shared_ptr<Session> start(Driver& driver, std::vector<ConnectionUrl> urls,
+                                                      SessionOptions options);
   ~Session();
 
   // Every change of state, as it happens.
@@ -161,6 +166,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // A recovering channel; its setup runs now if connected, and after every reconnect.
   [[nodiscard]] std::shared_ptr<RecoveringChannel> channel(RecoveringChannel::Setup setup);
   void close(Callback<void> done);
+  // connection.update-secret on the current connection (Connection::update_secret); while
+  // there is none, errc::connection_closed (the next dial asks client.credentials anyway).
+  void update_secret(std::string_view secret, std::string_view reason, Connection::Done done);
 
   [[nodiscard]] const Status& status() const noexcept { return status_; }
   // Connected, and every recovering channel ready.
@@ -187,7 +195,7 @@ class Session : public std::enable_shared_from_this<Session> {
   [[nodiscard]] std::optional<BrokerVersion> broker_version() const { return broker_version_; }
 
  private:
-  Session(Driver& driver, ConnectionUrl url, SessionOptions options);
+  Session(Driver& driver, std::vector<ConnectionUrl> urls, SessionOptions options);
   void dial();
   void connected();
   void lost(const Error& cause);
@@ -201,7 +209,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void expire_channel_waiters();                  // those past their deadline
 
   Driver& driver_;
-  ConnectionUrl url_;
+  std::vector<ConnectionUrl> urls_;  // never empty once started
   SessionOptions options_;
   // One record to SessionOptions::client.observer, if there is one, naming the host the
   // session is connected to (else its URL's first host).
@@ -210,10 +218,17 @@ class Session : public std::enable_shared_from_this<Session> {
   std::mt19937_64 random_;
   Status status_;
   std::shared_ptr<Connection> connection_;
+  std::weak_ptr<Connection> dialing_;  // the latest dial's, until it is connection_ or gone
   std::unique_ptr<Timer> retry_timer_;
   std::vector<std::shared_ptr<RecoveringChannel>> channels_;
   bool ever_connected_ = false;
-  std::size_t first_host_ = 0;  // each attempt starts one host further along the URL
+  // Where the next attempt starts, counted along every URL's hosts in turn: each attempt one
+  // host further; after a loss, a host other than the lost one, drawn at random, so the
+  // clients of a node that went away do not all land on the same next one (and the lost one
+  // comes last in each attempt until a connection comes).
+  std::size_t first_host_ = 0;
+  std::optional<Endpoint> avoid_;  // the host lost last: dialled last until a connection comes
+  [[nodiscard]] std::size_t host_count() const noexcept;
   std::multimap<engine::Instant, Callback<Channel>> channel_waiters_;  // open_channel while not connected
   std::unique_ptr<Timer> channel_waiter_timer_;
   std::uint32_t frame_max_bytes_ = 0;
