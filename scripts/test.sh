@@ -191,7 +191,7 @@ use_node() {  # use_node DIR: point RMQ_PORT, RMQ_CTL, RMQ_TLS_PORT and RMQ_DIR 
 # ---- The lanes. Broker lane A takes the suites named here, the faults lane those below it,
 # broker lane B every other test meson knows, so a new suite always runs somewhere.
 lane_a_tests=(client-suite client-uv tls-broker engine-broker pipeline-broker cli-pipe)
-lane_f_tests=(faults cluster cli-log-gap)
+lane_f_tests=(faults cluster cli-log-gap cli-cluster-faults)
 mapfile -t all_tests < <(meson introspect build-ci --tests | /usr/bin/python3 -c '
 import json, sys
 for t in json.load(sys.stdin): print(t["name"])')

@@ -3,6 +3,7 @@
 // while the node it is connected to is stopped. It carries on through another node, and
 // every confirmed message is consumed. And the messaging layer's work queue through the loss
 // of its quorum leader node.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -83,6 +84,82 @@ TEST_P(Cluster, a_session_keeps_going_when_the_node_it_is_connected_to_stops) {
                          " >/dev/null 2>&1 && " + victim_dir + "/rabbitmqctl -q await_online_nodes 3 -t 60 >/dev/null 2>&1")
                             .c_str()),
             0);
+}
+
+// Issue 39: the node the session is connected to hangs (SIGSTOP for 6 s, then SIGCONT): its
+// sockets stay open and say nothing. With ?heartbeat=1 the session gives it up after about 2 s
+// and carries on through another node; the queue's leader is on another node (declared
+// through it), so nothing waits for the hung one. Every confirmed message is consumed.
+TEST_P(Cluster, a_session_moves_on_when_the_node_it_is_connected_to_hangs) {
+  const auto ports = words(env("RMQ_CLUSTER_PORTS"));
+  const auto dirs = words(env("RMQ_CLUSTER_DIRS"));
+  ASSERT_EQ(ports.size(), 3u);
+  ASSERT_EQ(dirs.size(), 3u);
+  wire::FieldTable quorum;
+  quorum.set("x-queue-type", std::string("quorum"));
+  const std::string queue = std::string("warren-cluster-hang-") + (GetParam() == DriverKind::uv ? "uv" : "asio");
+  {  // declared through node 2: its leader is there
+    auto url = client::parse_url("amqp://127.0.0.1:" + ports[1] + "/%2f");
+    ASSERT_TRUE(url.ok());
+    std::optional<Result<void>> ready;
+    auto c = client::Connection::connect(loop.driver(), *url, {}, [&](Result<void> r) { ready.emplace(std::move(r)); });
+    ASSERT_TRUE(loop.run_until([&] { return ready.has_value(); }, 30s) && *ready);
+    std::optional<Result<client::Channel>> ch;
+    c->open_channel([&](Result<client::Channel> r) { ch.emplace(std::move(r)); });
+    ASSERT_TRUE(loop.run_until([&] { return ch.has_value(); }, 30s) && *ch);
+    std::optional<bool> declared;
+    (**ch).queue_delete({.queue = queue}, [&](Result<std::uint32_t>) {
+      (**ch).queue_declare({.name = queue, .durable = true, .arguments = quorum},
+                           [&](Result<client::QueueDeclared> q) { declared = q.ok(); });
+    });
+    ASSERT_TRUE(loop.run_until([&] { return declared.has_value(); }, 30s) && *declared);
+    bool closed = false;
+    c->close([&](Result<void>) { closed = true; });
+    loop.run_until([&] { return closed; });
+  }
+  auto url = client::parse_url("amqp://127.0.0.1:" + ports[0] + ",127.0.0.1:" + ports[1] + ",127.0.0.1:" + ports[2] +
+                               "/%2f?heartbeat=1");
+  ASSERT_TRUE(url.ok()) << url.error().to_string();
+  client::SessionOptions options;
+  options.backoff = client::Backoff{50ms, 2.0, 1000ms};
+  auto session = client::Session::start(loop.driver(), *url, options);
+  Traffic t(loop, session, queue, true, quorum);
+  ASSERT_TRUE(t.run_until([&] { return session->healthy() && t.setups == 1; }, 30s));
+  ASSERT_EQ(t.connected_port(), std::stoi(ports[0]));  // the URL's first host
+  constexpr int total = 1500;
+  t.publish(total, 50);
+  ASSERT_TRUE(t.run_until([&] { return t.settled() >= 300; }, 60s));
+
+  int pid = 0;
+  if (FILE* f = std::fopen((dirs[0] + "/rabbit.pid").c_str(), "r")) {
+    if (std::fscanf(f, "%d", &pid) != 1) pid = 0;
+    std::fclose(f);
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  std::thread resume([pid] {
+    std::this_thread::sleep_for(6s);
+    ::kill(pid, SIGCONT);
+  });
+  std::uint16_t now_on = 0;
+  const auto hung_at = std::chrono::steady_clock::now();
+  const bool moved = t.run_until([&] {
+    now_on = t.connected_port();
+    return t.setups >= 2 && session->healthy() && now_on != 0 && now_on != std::stoi(ports[0]);
+  }, 30s);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - hung_at);
+  resume.join();
+  ASSERT_TRUE(moved) << "the session did not move off the hung node";
+  ASSERT_TRUE(t.run_until([&] { return t.all_settled() && t.all_confirmed_consumed(); }, 120s))
+      << "settled " << t.settled() << ", confirmed " << t.confirmed.size() << ", consumed " << t.received.size();
+  for (int id : t.unknown) EXPECT_FALSE(t.confirmed.contains(id)) << id;
+  std::printf("[cluster] %s: node %s hung 6 s, carried on through %u after %lld ms; %d published, %zu confirmed, "
+              "%zu outcome unknown, %zu distinct consumed, %ld deliveries\n",
+              GetParam() == DriverKind::uv ? "libuv" : "asio", ports[0].c_str(), now_on, static_cast<long long>(took.count()),
+              total, t.confirmed.size(), t.unknown.size(), t.received.size(), t.deliveries);
+  bool closed = false;
+  session->close([&](Result<void>) { closed = true; });
+  loop.run_until([&] { return closed; });
 }
 
 // The messaging layer's work queue (a quorum queue) through the loss of its leader node: N

@@ -102,6 +102,12 @@ int Job::run() {
     // Where it is, for a scraper (and a script that asked for any free port).
     std::fprintf(stderr, "warren: metrics at %s\n", metrics_endpoint_->address().c_str());
   }
+  if (recovers()) {
+    start_session();
+    runtime_->run();
+    session_->on_status = nullptr;  // the loop ended: nothing reports to this job after it
+    return exit_code_;
+  }
   connect_another([this](Result<std::shared_ptr<client::Connection>> c) {
     if (!c) return fail("", c.error());
     conn_ = std::move(*c);
@@ -115,6 +121,56 @@ int Job::run() {
   });
   runtime_->run();
   return exit_code_;
+}
+
+std::size_t Job::host_count() const {
+  std::size_t n = 0;
+  for (const auto& u : urls_) n += u.endpoints.size();
+  return n;
+}
+
+void Job::start_session() {
+  client::SessionOptions o;
+  o.client = options();
+  if (!o.client.observer) o.client.observer = records_;
+  if (!o.client.credentials) o.client.credentials = password_file_;
+  if (!o.client.metrics) o.client.metrics = metrics_;
+  session_ = client::Session::start(driver(), urls_, std::move(o));
+  session_->on_status = [this](const client::Session::Status& s) { on_session_status(s); };
+  // The session's own records say when it reconnects (session.reconnecting, .reconnected).
+}
+
+void Job::on_session_status(const client::Session::Status& status) {
+  using State = client::Session::State;
+  if (closing_) return;
+  switch (status.state) {
+    case State::connected:
+      if (!started_) {
+        started_ = true;
+        start();
+      }
+      return;
+    case State::connecting:
+      // The first connection: an attempt dials one URL's hosts, from one host further along
+      // them all each time. Once every host was an attempt's first (so every URL was dialled),
+      // the command fails as one without a session does, with the last cause.
+      if (status.last_cause && ++failed_dials_ >= host_count()) fail("", *status.last_cause);
+      return;
+    case State::reconnecting: return;
+    case State::closed:  // refused for good (403, 530): waiting will not change the answer
+      if (status.last_cause) fail("", *status.last_cause);
+      return;
+  }
+}
+
+bool Job::went_away_under_it(const Error& error) const {
+  const bool channel = error.code == make_error_code(errc::channel_closed);
+  if (!session_) return channel && conn_ && conn_->is_open();
+  if (session_->status().state == client::Session::State::closed) return false;
+  // A heartbeat timeout fails what was in flight with errc::timeout and connection_ended,
+  // before the session hears of the loss: the flag, not the code, says the connection ended.
+  return channel || error.connection_ended || error.code == make_error_code(errc::connection_closed) ||
+         error.code == make_error_code(errc::connection_lost) || session_->status().state != client::Session::State::connected;
 }
 
 void Job::on_signal(int signal) {
@@ -143,15 +199,20 @@ bool Job::begin_stop(int signal) {
 void Job::close_then_die() {
   if (dying_) return;
   dying_ = true;
+  if (!closing_) closing();
   closing_ = true;
   if (password_watch_) password_watch_->cancel();
   std::vector<std::shared_ptr<client::Connection>> all = connections_;
   for (auto& weak : dialing_)
     if (auto c = weak.lock(); c && std::find(all.begin(), all.end(), c) == all.end()) all.push_back(std::move(c));
-  if (all.empty()) stopped_now();
-  auto left = std::make_shared<std::size_t>(all.size());
+  if (all.empty() && !session_) stopped_now();
+  auto left = std::make_shared<std::size_t>(all.size() + (session_ ? 1 : 0));
   for (auto& c : all)
     c->close([this, left](Result<void>) {
+      if (--*left == 0) stopped_now();
+    });
+  if (session_)
+    session_->close([this, left](Result<void>) {
       if (--*left == 0) stopped_now();
     });
 }
@@ -177,9 +238,11 @@ void Job::watch_password_file() {
       password_unreadable_ = true;
     } else {
       password_unreadable_ = false;
-      if (*secret)
+      if (*secret) {
         for (auto& c : connections_)
           if (c->is_open()) c->update_secret(**secret, "--password-file changed", nullptr);
+        if (session_) session_->update_secret(**secret, "--password-file changed", nullptr);
+      }
     }
     if (!closing_) password_watch_->arm(driver().now() + std::chrono::seconds(5));
   });
@@ -282,12 +345,14 @@ void Job::finish() {
 }
 
 void Job::close_all() {
+  if (!closing_) closing();
   closing_ = true;
   if (password_watch_) password_watch_->cancel();  // an armed Asio timer would keep the loop running
   for (auto& c : connections_)
     if (c->is_open()) c->close([](Result<void>) {});
   for (auto& weak : dialing_)
     if (auto c = weak.lock()) c->close([](Result<void>) {});
+  if (session_) session_->close(nullptr);
 }
 
 }  // namespace warren::cli

@@ -16,6 +16,7 @@
 #include "password_file.hpp"
 #include "runtime.hpp"
 #include "warren/client/connection.hpp"
+#include "warren/client/session.hpp"
 
 namespace warren::cli {
 
@@ -81,6 +82,22 @@ class Job {
   // confirmed, "3 line(s) read, 1 not confirmed"); "" adds nothing.
   [[nodiscard]] virtual std::string unfinished() const { return {}; }
   virtual client::ClientOptions options() { return {}; }
+  // A long-running command that outlives a lost connection (work run, log append): its layer
+  // runs over a client::Session (session()) instead of conn_ and channel_, which stay empty.
+  // The first connection must come as without one (every URL and host tried once, else the
+  // command fails); after it, a lost connection (a node killed, or hung past the heartbeat)
+  // is dialled again along the URLs' hosts, another host than the lost one first, for as long
+  // as the command runs.
+  [[nodiscard]] virtual bool recovers() const { return false; }
+  [[nodiscard]] const std::shared_ptr<client::Session>& session() const noexcept { return session_; }
+  // A step that failed because its channel or connection went away under it, while the
+  // command goes on: the broker takes back what it held (an unsettled delivery is delivered
+  // again). With a session, the channel or the connection (which the session dials again);
+  // without one, only the channel, on a connection still open.
+  [[nodiscard]] bool went_away_under_it(const Error& error) const;
+  // Once, as the job starts closing its connections (finish, a failure, a stop): a command's
+  // layer ends its subscriptions here, so no retry timer of theirs keeps the loop running.
+  virtual void closing() {}
 
   // A non-worker's stop, in two steps: begin_stop() once (false when a stop was already under
   // way: the caller ends at once with stopped_now()) arms the stop's one deadline, after which
@@ -136,6 +153,9 @@ class Job {
   int exit_code_ = 0;
 
  private:
+  [[nodiscard]] std::size_t host_count() const;  // every URL's hosts
+  void start_session();
+  void on_session_status(const client::Session::Status& status);
   void connect_from(std::size_t index, std::shared_ptr<const client::ClientOptions> options,
                     std::shared_ptr<client::Callback<std::shared_ptr<client::Connection>>> done);
   void close_all();
@@ -155,6 +175,8 @@ class Job {
   // After runtime_: a timer is destroyed before the loop it runs on.
   std::unique_ptr<client::Timer> password_watch_;  // re-reads it; a change goes to every connection
   std::vector<std::shared_ptr<client::Connection>> connections_;
+  std::shared_ptr<client::Session> session_;  // recovers(): the command's one connection
+  std::size_t failed_dials_ = 0;              // the session's first connection: attempts that failed
   std::map<const client::Connection*, std::size_t> url_index_;  // which of urls_ each was dialled from
   // Connections still dialling or in their handshake: a stop closes them too (a broker that
   // never answers must not hold the stop until the connect timeout).

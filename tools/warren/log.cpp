@@ -44,8 +44,9 @@ class LogJob : public Job {
     auto on_event = [this](const messaging::Event& e) {
       if (e.what == "consumer.closed" && !failed()) fail("log read " + e.subject, e.cause);
     };
-    auto layer = messaging::Messaging::create(
-        conn_, {.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()});
+    messaging::Options options{.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()};
+    auto layer = session() ? messaging::Messaging::create(session(), std::move(options))
+                           : messaging::Messaging::create(conn_, std::move(options));
     if (!layer) return layer.error();
     layer_ = *layer;
     auto l = messaging::Log::create(layer_, {.name = args_->log, .on_gap = [this](const messaging::Gap& g) {
@@ -61,6 +62,12 @@ class LogJob : public Job {
   virtual void on_gap(const messaging::Gap&) {}
 
   std::shared_ptr<LogArgs> args_;
+  // The job closes its connection: the layer's subscriptions end first (a resubscribe timer
+  // armed during an outage would hold the loop).
+  void closing() override {
+    if (layer_) layer_->close(nullptr);
+  }
+
   std::shared_ptr<messaging::Messaging> layer_;
   std::shared_ptr<messaging::Log> log_;
   std::optional<messaging::Gap> gap_;
@@ -77,6 +84,10 @@ class AppendJob final : public LogJob {
     lines_.emplace(driver(), [this] { next(); });
     next();
   }
+  // A lost node is not the end of an appender: it goes on through another host (the stream's
+  // replicas there), as `work run` does.
+  [[nodiscard]] bool recovers() const override { return true; }
+
   // One at a time: each answer is the offset its entry landed on. A line not there yet calls
   // again when it comes (the loop goes on meanwhile).
   void next() {
@@ -86,6 +97,13 @@ class AppendJob final : public LogJob {
       case StdinLines::Take::end: return finish();
       case StdinLines::Take::line: break;
     }
+    append_line();
+  }
+  // The line in line_. An append that failed because the connection went away under it is
+  // made again once the session is back: its fate was unknown (the broker may have taken it
+  // before the loss), so the log then holds it once or twice, and the offset printed is the
+  // one confirmed. Every printed offset holds its line.
+  void append_line() {
     appending_ = true;
     log_->append({.body = line_, .trace = trace_}, [this](Result<std::uint64_t> offset) {
       appending_ = false;
@@ -95,7 +113,29 @@ class AppendJob final : public LogJob {
         std::cout.flush();
       }
       if (stopping()) return close_then_die();
-      if (!offset) return fail("log append " + log_->queue(), offset.error());
+      if (!offset) {
+        if (failed() || !went_away_under_it(offset.error())) return fail("log append " + log_->queue(), offset.error());
+        if (!said_again_) {  // once per line, however many tries it takes
+          const bool maybe_twice = offset.error().sent != Sent::no;
+          std::cerr << escaped_for_terminal("warren: log append " + log_->queue() + ": line " +
+                                            std::to_string(lines_->lines_read()) + ": " + offset.error().detail +
+                                            "; appending it again" + (maybe_twice ? " (the log may then hold it twice)" : ""))
+                    << '\n';
+          said_again_ = true;
+        }
+        // After a pause: while the session dials, a try fails at once or waits for it.
+        appending_ = true;
+        if (!again_)
+          again_ = driver().timer([this] {
+            waiting_again_ = false;
+            if (stopping()) return close_then_die();
+            append_line();
+          });
+        waiting_again_ = true;
+        again_->arm(driver().now() + std::chrono::milliseconds(250));
+        return;
+      }
+      said_again_ = false;
       next();
     });
   }
@@ -104,7 +144,7 @@ class AppendJob final : public LogJob {
   // deadline to land (and its offset to be printed), then the stop line says what did not.
   void on_stop_signal(int signal) override {
     if (!begin_stop(signal)) return stopped_now();
-    if (!appending_) close_then_die();
+    if (!appending_ || waiting_again_) close_then_die();
   }
 
   [[nodiscard]] std::string unfinished() const override {
@@ -116,6 +156,9 @@ class AppendJob final : public LogJob {
   std::string line_;
   client::TraceContext trace_;
   bool appending_ = false;
+  bool said_again_ = false;  // this line's append is being made again (said on stderr)
+  std::unique_ptr<client::Timer> again_;
+  bool waiting_again_ = false;  // again_ is armed
   std::uint64_t appended_ = 0;  // offsets printed
 };
 

@@ -4,6 +4,7 @@
 // line per outcome: done|retry|release|dead-letter <message-id> attempt=<n>.
 #include <condition_variable>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -58,8 +59,9 @@ class WorkJob : public Job {
       if (e.what == "retry-levels")
         std::cerr << escaped_for_terminal("warren: retry levels of " + e.subject + ": " + describe(e.cause)) << '\n';
     };
-    auto layer = messaging::Messaging::create(
-        conn_, {.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()});
+    messaging::Options options{.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()};
+    auto layer = session() ? messaging::Messaging::create(session(), std::move(options))
+                           : messaging::Messaging::create(conn_, std::move(options));
     if (!layer) return layer.error();
     layer_ = *layer;
     auto q = messaging::WorkQueue::create(
@@ -75,6 +77,12 @@ class WorkJob : public Job {
   }
 
   std::shared_ptr<WorkArgs> args_;
+  // The job closes its connection: the layer's subscriptions end first (a resubscribe timer
+  // armed during an outage would hold the loop).
+  void closing() override {
+    if (layer_) layer_->close(nullptr);
+  }
+
   std::shared_ptr<messaging::Messaging> layer_;
   std::shared_ptr<messaging::WorkQueue> queue_;
 };
@@ -126,17 +134,31 @@ class PutJob final : public WorkJob {
     return std::nullopt;
   }
 
+  // A lost node is not the end of a put either: it goes on through another host, as `work run`
+  // does, and a put the loss left without its confirm is made again (at least once).
+  [[nodiscard]] bool recovers() const override { return true; }
+
   void put_more() {
     while (!failed() && !input_done_ && !stopping() && sent_ - settled_ < window) {
       auto body = next_body();
       if (!body) break;
       const std::uint64_t number = ++sent_;
-      queue_->put({.body = *body, .headers = headers_, .trace = trace_}, [this, number](Result<void> r) { put_done(number, r); });
+      // Its id is drawn once: a put made again after a loss is the same message to a consumer
+      // that deduplicates.
+      unconfirmed_[number] = {std::move(*body), layer_->make_uuid()};
+      put(number);
     }
     if (input_done_ && settled_ == sent_ && !failed() && !stopping()) finish();
   }
+  void put(std::uint64_t number) {
+    const auto& [body, id] = unconfirmed_[number];
+    queue_->put({.body = body, .headers = headers_, .message_id = id, .trace = trace_},
+                [this, number](Result<void> r) { put_done(number, r); });
+  }
 
   void put_done(std::uint64_t number, const Result<void>& r) {
+    if (!r && !stopping() && !failed() && went_away_under_it(r.error())) return put_again(number, r.error());
+    unconfirmed_.erase(number);
     ++settled_;
     if (r) ++ok_;
     if (stopping()) {
@@ -151,7 +173,7 @@ class PutJob final : public WorkJob {
   // be confirmed, then the stop line says what was not.
   void on_stop_signal(int signal) override {
     if (!begin_stop(signal)) return stopped_now();
-    if (settled_ == sent_) close_then_die();
+    if (settled_ + again_.size() == sent_) close_then_die();
   }
 
   [[nodiscard]] std::string unfinished() const override {
@@ -160,11 +182,40 @@ class PutJob final : public WorkJob {
     return std::to_string(read) + " line(s) read, " + std::to_string(read - ok_) + " not confirmed";
   }
 
+  // A put whose connection went away before its confirm: its fate is unknown (the broker may
+  // have it), so it is made again once the session is back, after a pause (while it dials a
+  // put fails at once or waits for it), and the queue may then hold it twice. Said once.
+  void put_again(std::uint64_t number, const Error& cause) {
+    if (!said_again_) {
+      std::cerr << escaped_for_terminal("warren: work put " + queue_->queue() + ": " + cause.detail +
+                                        "; putting what was not confirmed again (the queue may then hold some twice)")
+                << '\n';
+      said_again_ = true;
+    }
+    again_.push_back(number);
+    if (!again_timer_)
+      again_timer_ = driver().timer([this] {
+        auto numbers = std::move(again_);
+        again_.clear();
+        if (stopping()) {  // not put again: the stop line counts them as not confirmed
+          settled_ += numbers.size();
+          if (settled_ == sent_) close_then_die();
+          return;
+        }
+        for (auto n : numbers) put(n);
+      });
+    again_timer_->arm(driver().now() + std::chrono::milliseconds(250));
+  }
+
   wire::FieldTable headers_;
   client::TraceContext trace_;
   std::optional<StdinLines> lines_;
   std::uint64_t sent_ = 0, settled_ = 0, ok_ = 0;
   bool input_done_ = false;
+  std::map<std::uint64_t, std::pair<std::string, std::string>> unconfirmed_;  // body and message_id, until its outcome
+  std::vector<std::uint64_t> again_;                   // to be put again when again_timer_ fires
+  std::unique_ptr<client::Timer> again_timer_;
+  bool said_again_ = false;
 };
 
 class RunJob final : public WorkJob {
@@ -194,6 +245,9 @@ class RunJob final : public WorkJob {
   }
 
   [[nodiscard]] bool worker() const override { return true; }
+  // A node lost (killed, or hung past the heartbeat) is not the end of a worker: it goes on
+  // through another host, and what it held unsettled is delivered again (docs/warren-cli.md).
+  [[nodiscard]] bool recovers() const override { return true; }
 
   void start() override {
     if (auto ok = make_queue(); !ok) return fail("", ok.error(), exit_usage);
@@ -325,17 +379,18 @@ class RunJob final : public WorkJob {
                 });
   }
 
-  // A settle that failed because a channel closed under it (the consumer's, after a 404 or
-  // 406, or the layer's control channel mid-republish) is not the run's end: the broker
-  // redelivers what was not settled, and the layer subscribes again. One line on stderr, no
-  // outcome line; anything else (the connection gone) ends the run.
+  // A settle that failed because its channel or the connection went away under it (the
+  // consumer's channel after a 404 or 406, the layer's control channel mid-republish, a node
+  // lost) is not the run's end: the broker redelivers what was not settled, and the layer
+  // subscribes again once the session is back. One line on stderr, no outcome line; anything
+  // else ends the run.
   void unsettled(std::string_view what, const messaging::WorkItem& item, const Error& e) {
     unsettled_id(what, shown_id(item.message_id()), e);
   }
   void unsettled_id(std::string_view what, const std::string& id, const Error& e) {
-    if (e.code != make_error_code(errc::channel_closed) || !conn_ || !conn_->is_open())
-      return fail(std::string(what) + " " + id, e);
-    std::cerr << "warren: " << what << ' ' << id << ": " << e.detail << " (the broker redelivers it)\n";
+    if (!went_away_under_it(e)) return fail(std::string(what) + " " + id, e);
+    std::cerr << escaped_for_terminal("warren: " + std::string(what) + ' ' + id + ": " + e.detail + " (the broker redelivers it)")
+              << '\n';
   }
 
   void timed_out() {

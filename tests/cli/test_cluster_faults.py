@@ -1,0 +1,241 @@
+"""The long-running commands on the three-node cluster (scripts/cluster-start.sh:
+RMQ_CLUSTER_PORTS, RMQ_CLUSTER_DIRS) under faults (issue 39): the node a command is connected
+to hangs (SIGSTOP past the heartbeat, then SIGCONT) or is killed (SIGKILL, then started again
+with its data). `warren work run` and `warren log append` go on through another node, and
+after each run the invariants are checked against the broker: every confirmed put was done
+(at least once) and nothing is left in the queue or its dead-letter queue; every printed offset
+holds the line it was printed for. Each command exits by itself when its job ends.
+
+The queues' leaders are placed on another node than the one the command dials first, so the
+test is about the client: RabbitMQ notices a hung node only after net_ticktime (60 s), and a
+quorum queue or stream led from it waits that long whoever the client is."""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+WARREN = os.environ.get("WARREN", "")
+PORTS = os.environ.get("RMQ_CLUSTER_PORTS", "").split()
+DIRS = os.environ.get("RMQ_CLUSTER_DIRS", "").split()
+SCRIPTS = os.environ.get("RMQ_SCRIPTS", "")
+HANG_SECONDS = 6  # with ?heartbeat=1 the client gives the node up after about 2 s
+
+
+def url(*nodes, heartbeat=None):
+    hosts = ",".join(f"127.0.0.1:{PORTS[n]}" for n in nodes)
+    query = f"?heartbeat={heartbeat}" if heartbeat else ""
+    return f"amqp://guest:guest@{hosts}/%2f{query}"
+
+
+def node_pid(n):
+    with open(os.path.join(DIRS[n], "rabbit.pid")) as f:
+        return int(f.read().strip())
+
+
+def records(stderr_text):
+    """The JSON records of --log-format json among the command's stderr lines."""
+    out = []
+    for line in stderr_text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+class ClusterFaults(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not WARREN or not os.path.exists(WARREN):
+            raise RuntimeError("WARREN must name the built warren binary")
+        if len(PORTS) != 3 or len(DIRS) != 3 or not SCRIPTS:
+            raise RuntimeError("RMQ_CLUSTER_PORTS, RMQ_CLUSTER_DIRS and RMQ_SCRIPTS must name the cluster (scripts/test.sh)")
+
+    def setUp(self):
+        self.prefix = "cf-" + uuid.uuid4().hex[:8]
+        self.tmp = tempfile.mkdtemp()
+
+    def warren(self, *args, stdin=None, via=(1,), timeout=60):
+        return subprocess.run([WARREN, *args, "--prefix", self.prefix, "--url", url(*via)], input=stdin,
+                              capture_output=True, timeout=timeout)
+
+    def ctl(self, n, *args):
+        return subprocess.run([os.path.join(DIRS[n], "rabbitmqctl"), "-q", *args], capture_output=True, text=True,
+                              timeout=60)
+
+    def queue_counts(self, name):
+        """(ready, unacknowledged) of a queue, asked of node 2 (never the faulted node 1)."""
+        r = self.ctl(1, "list_queues", "name", "messages_ready", "messages_unacknowledged")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for line in r.stdout.splitlines():
+            cols = line.split()
+            if len(cols) == 3 and cols[0] == name:
+                return int(cols[1]), int(cols[2])
+        self.fail(f"no queue {name} in {r.stdout!r}")
+
+    def hang(self, n):
+        """SIGSTOP node n past the heartbeat, then SIGCONT (on a thread; join the result)."""
+        pid = node_pid(n)
+
+        def run():
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(HANG_SECONDS)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+
+        t = threading.Thread(target=run)
+        t.start()
+        return t
+
+    def kill_and_restart(self, n):
+        """SIGKILL node n, wait for it to be gone, start it again with its data."""
+        pid = node_pid(n)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        r = subprocess.run([os.path.join(SCRIPTS, "broker-start.sh"), DIRS[n], PORTS[n]],
+                           env={**os.environ, "RMQ_KEEP_DATA": "1"}, capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def wait_for(self, what, check, timeout=60, proc=None):
+        deadline = time.monotonic() + timeout
+        while not check():
+            if proc is not None and proc.poll() is not None:
+                out, err = proc.communicate()
+                self.fail(f"{what}: the command ended first with {proc.returncode}: {err[-2000:]!r}")
+            if time.monotonic() > deadline:
+                self.fail(f"{what}: not within {timeout} s")
+            time.sleep(0.05)
+
+    # ---- the work queue
+
+    def work_through(self, driver, fault):
+        items = [f"item-{i:03d}" for i in range(60)]
+        # Put through node 2 alone: the work queue's quorum leader is node 2's.
+        r = self.warren("work", "put", "--queue", "jobs", "--driver", driver, stdin=("\n".join(items) + "\n").encode())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        done_file = os.path.join(self.tmp, "done")
+        worker = subprocess.Popen(
+            [WARREN, "work", "run", "--queue", "jobs", "--prefix", self.prefix, "--driver", driver,
+             "--exec", f"printf '%s\\n' \"$(cat)\" >> {done_file}; sleep 0.02",
+             "--log-level", "info", "--log-format", "json", "--url", url(0, 1, 2, heartbeat=1)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: worker.poll() is None and worker.kill())
+
+        def done_items():
+            try:
+                with open(done_file) as f:
+                    return [line for line in f.read().split("\n") if line]
+            except FileNotFoundError:
+                return []
+
+        self.wait_for("the first 15 items", lambda: len(done_items()) >= 15, proc=worker)
+        if fault == "hang":
+            t = self.hang(0)
+            self.wait_for("every item, through another node", lambda: set(done_items()) == set(items), timeout=90,
+                          proc=worker)
+            t.join()
+        else:
+            self.kill_and_restart(0)
+            self.wait_for("every item, through another node", lambda: set(done_items()) == set(items), timeout=90,
+                          proc=worker)
+        # Every item done: the queue is empty once the last ack is in, and nothing was dead-lettered.
+        self.wait_for("the queue empty", lambda: self.queue_counts(f"{self.prefix}.jobs") == (0, 0), timeout=30,
+                      proc=worker)
+        self.assertEqual(self.queue_counts(f"{self.prefix}.jobs.dlq"), (0, 0))
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=30)
+        self.assertEqual(worker.returncode, 0, err[-2000:])
+        outcomes = [line.split() for line in out.splitlines()]
+        self.assertTrue(all(o[0] == "done" and o[2] == "attempt=1" for o in outcomes), out)
+        self.assertGreaterEqual(len(outcomes), len(items))
+        events = [r["event"] for r in records(err)]
+        self.assertIn("session.reconnected", events, err[-2000:])
+        print(f"[cluster-cli] work run ({driver}, node {fault}): {len(items)} items, {len(outcomes)} done lines, "
+              f"{events.count('session.reconnecting')} reconnect attempt(s)")
+
+    def test_work_run_goes_on_through_a_hung_node_uv(self):
+        self.work_through("uv", "hang")
+
+    def test_work_run_goes_on_through_a_hung_node_asio(self):
+        self.work_through("asio", "hang")
+
+    def test_work_run_goes_on_when_its_node_is_killed_asio(self):
+        self.work_through("asio", "kill")
+
+    # ---- the log
+
+    def append_through(self, driver, fault):
+        lines = [f"line-{i:03d}" for i in range(60)]
+        # The stream is declared through node 2 (its leader there) by the first line.
+        r = self.warren("log", "append", "--log", "events", "--driver", driver, stdin=(lines[0] + "\n").encode())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        first_offset = int(r.stdout.decode().strip())
+        appender = subprocess.Popen(
+            [WARREN, "log", "append", "--log", "events", "--prefix", self.prefix, "--driver", driver,
+             "--log-level", "info", "--log-format", "json", "--url", url(0, 1, 2, heartbeat=1)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: appender.poll() is None and appender.kill())
+        printed = []
+
+        def read_offsets():
+            for line in appender.stdout:
+                printed.append(int(line))
+
+        reader = threading.Thread(target=read_offsets)
+        reader.start()
+        faulted = None
+        for i, line in enumerate(lines[1:], start=1):
+            appender.stdin.write(line + "\n")
+            appender.stdin.flush()
+            if i == 20:
+                self.wait_for("20 offsets", lambda: len(printed) >= 19, proc=appender)
+                if fault == "hang":
+                    faulted = self.hang(0)
+                else:
+                    self.kill_and_restart(0)
+            time.sleep(0.05)
+        appender.stdin.close()
+        appender.wait(timeout=90)
+        reader.join()
+        err = appender.stderr.read()
+        if faulted:
+            faulted.join()
+        self.assertEqual(appender.returncode, 0, err[-2000:])
+        self.assertEqual(len(printed), len(lines) - 1, err[-2000:])
+        # Every printed offset holds the line it was printed for (read through node 3).
+        r = self.warren("log", "read", "--log", "events", "--from", str(first_offset), "--json", "--driver", driver,
+                        "--count", str(len(lines) * 2), via=(2,), timeout=30)
+        entries = {}
+        for row in r.stdout.decode().splitlines():
+            e = json.loads(row)
+            entries[e["offset"]] = e["body"]
+        for line, offset in zip(lines[1:], printed):
+            self.assertEqual(entries.get(offset), line, f"offset {offset}")
+        events = [rec["event"] for rec in records(err)]
+        self.assertIn("session.reconnected", events, err[-2000:])
+        print(f"[cluster-cli] log append ({driver}, node {fault}): {len(printed)} offsets, "
+              f"{len(entries) - len(lines)} entries appended twice")
+
+    def test_log_append_goes_on_through_a_hung_node_uv(self):
+        self.append_through("uv", "hang")
+
+    def test_log_append_goes_on_when_its_node_is_killed_uv(self):
+        self.append_through("uv", "kill")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
