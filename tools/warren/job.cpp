@@ -205,13 +205,18 @@ void Job::close_then_die() {
   std::vector<std::shared_ptr<client::Connection>> all = connections_;
   for (auto& weak : dialing_)
     if (auto c = weak.lock(); c && std::find(all.begin(), all.end(), c) == all.end()) all.push_back(std::move(c));
-  if (all.empty() && !session_) stopped_now();
-  auto left = std::make_shared<std::size_t>(all.size() + (session_ ? 1 : 0));
+  // A session with no connection (dialling, or between attempts) has nothing to close: its
+  // close() ends the dial, and its callback is only posted, which need not keep libuv's loop
+  // running, so the stop would end as the loop runs dry instead of by the signal.
+  const bool session_connected = session_ && session_->status().state == client::Session::State::connected;
+  if (session_ && !session_connected) session_->close(nullptr);
+  if (all.empty() && !session_connected) stopped_now();
+  auto left = std::make_shared<std::size_t>(all.size() + (session_connected ? 1 : 0));
   for (auto& c : all)
     c->close([this, left](Result<void>) {
       if (--*left == 0) stopped_now();
     });
-  if (session_)
+  if (session_connected)
     session_->close([this, left](Result<void>) {
       if (--*left == 0) stopped_now();
     });
