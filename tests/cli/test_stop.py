@@ -276,6 +276,11 @@ class Stop(unittest.TestCase):
                     self.stop_at(args + extra + ["--driver", driver], ready, sig, 0 if worker else -sig,
                                  [] if worker else self.stopped(sig, False), out_lines=out_lines)
                     if name == "work run":
+                        # The broker requeues a closed channel's unacked message in the queue's
+                        # own process, after the connection's close-ok: give it a moment.
+                        deadline = time.monotonic() + 5
+                        while self.depth(q) != 1 and time.monotonic() < deadline:
+                            time.sleep(0.05)
                         self.assertEqual(self.depth(q), 1, "the message in flight went back")
 
     def consumers_are(self, q, n):
