@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "layer_job.hpp"
 #include "message_json.hpp"
 #include "stdin_lines.hpp"
 #include "trace_environment.hpp"
@@ -28,9 +29,9 @@ struct LogArgs {
   bool raw = false;  // the body's bytes even on a terminal
 };
 
-class LogJob : public Job {
+class LogJob : public LayerJob {
  public:
-  explicit LogJob(std::shared_ptr<LogArgs> args) : Job(args->common), args_(std::move(args)) {}
+  explicit LogJob(std::shared_ptr<LogArgs> args) : LayerJob(args->common), args_(std::move(args)) {}
 
  protected:
   Result<void> validate() override {
@@ -44,11 +45,8 @@ class LogJob : public Job {
     auto on_event = [this](const messaging::Event& e) {
       if (e.what == "consumer.closed" && !failed()) fail("log read " + e.subject, e.cause);
     };
-    messaging::Options options{.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()};
-    auto layer = session() ? messaging::Messaging::create(session(), std::move(options))
-                           : messaging::Messaging::create(conn_, std::move(options));
-    if (!layer) return layer.error();
-    layer_ = *layer;
+    if (auto ok = make_layer({.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()}); !ok)
+      return ok;
     auto l = messaging::Log::create(layer_, {.name = args_->log, .on_gap = [this](const messaging::Gap& g) {
                                                gap_ = g;
                                                on_gap(g);
@@ -62,13 +60,6 @@ class LogJob : public Job {
   virtual void on_gap(const messaging::Gap&) {}
 
   std::shared_ptr<LogArgs> args_;
-  // The job closes its connection: the layer's subscriptions end first (a resubscribe timer
-  // armed during an outage would hold the loop).
-  void closing() override {
-    if (layer_) layer_->close(nullptr);
-  }
-
-  std::shared_ptr<messaging::Messaging> layer_;
   std::shared_ptr<messaging::Log> log_;
   std::optional<messaging::Gap> gap_;
 };

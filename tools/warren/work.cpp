@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "layer_job.hpp"
 #include "shell.hpp"
 #include "stdin_lines.hpp"
 #include "trace_environment.hpp"
@@ -40,9 +41,9 @@ struct WorkArgs {
 };
 
 // What both commands share: the layer over the job's connection, and the work queue.
-class WorkJob : public Job {
+class WorkJob : public LayerJob {
  public:
-  explicit WorkJob(std::shared_ptr<WorkArgs> args) : Job(args->common), args_(std::move(args)) {}
+  explicit WorkJob(std::shared_ptr<WorkArgs> args) : LayerJob(args->common), args_(std::move(args)) {}
 
  protected:
   Result<void> validate() override {
@@ -59,11 +60,8 @@ class WorkJob : public Job {
       if (e.what == "retry-levels")
         std::cerr << escaped_for_terminal("warren: retry levels of " + e.subject + ": " + describe(e.cause)) << '\n';
     };
-    messaging::Options options{.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()};
-    auto layer = session() ? messaging::Messaging::create(session(), std::move(options))
-                           : messaging::Messaging::create(conn_, std::move(options));
-    if (!layer) return layer.error();
-    layer_ = *layer;
+    if (auto ok = make_layer({.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()}); !ok)
+      return ok;
     auto q = messaging::WorkQueue::create(
         layer_, {.name = args_->queue,
                  .attempts = args_->attempts,
@@ -77,13 +75,6 @@ class WorkJob : public Job {
   }
 
   std::shared_ptr<WorkArgs> args_;
-  // The job closes its connection: the layer's subscriptions end first (a resubscribe timer
-  // armed during an outage would hold the loop).
-  void closing() override {
-    if (layer_) layer_->close(nullptr);
-  }
-
-  std::shared_ptr<messaging::Messaging> layer_;
   std::shared_ptr<messaging::WorkQueue> queue_;
 };
 
