@@ -11,6 +11,7 @@ test is about the client: RabbitMQ notices a hung node only after net_ticktime (
 quorum queue or stream led from it waits that long whoever the client is."""
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -18,6 +19,8 @@ import threading
 import time
 import unittest
 import uuid
+
+import pika
 
 WARREN = os.environ.get("WARREN", "")
 PORTS = os.environ.get("RMQ_CLUSTER_PORTS", "").split()
@@ -70,9 +73,9 @@ class ClusterFaults(unittest.TestCase):
         return subprocess.run([os.path.join(DIRS[n], "rabbitmqctl"), "-q", *args], capture_output=True, text=True,
                               timeout=60)
 
-    def queue_counts(self, name):
+    def queue_counts(self, name, node=1):
         """(ready, unacknowledged) of a queue, asked of node 2 (never the faulted node 1)."""
-        r = self.ctl(1, "list_queues", "name", "messages_ready", "messages_unacknowledged")
+        r = self.ctl(node, "list_queues", "name", "messages_ready", "messages_unacknowledged")
         self.assertEqual(r.returncode, 0, r.stderr)
         for line in r.stdout.splitlines():
             cols = line.split()
@@ -80,14 +83,14 @@ class ClusterFaults(unittest.TestCase):
                 return int(cols[1]), int(cols[2])
         self.fail(f"no queue {name} in {r.stdout!r}")
 
-    def hang(self, n):
+    def hang(self, n, seconds=HANG_SECONDS):
         """SIGSTOP node n past the heartbeat, then SIGCONT (on a thread; join the result)."""
         pid = node_pid(n)
 
         def run():
             os.kill(pid, signal.SIGSTOP)
             try:
-                time.sleep(HANG_SECONDS)
+                time.sleep(seconds)
             finally:
                 os.kill(pid, signal.SIGCONT)
 
@@ -235,6 +238,88 @@ class ClusterFaults(unittest.TestCase):
 
     def test_log_append_goes_on_when_its_node_is_killed_uv(self):
         self.append_through("uv", "kill")
+
+    # ---- a leader that hangs while the connection's node lives
+
+    def test_put_and_append_go_on_while_the_leader_of_their_queue_hangs(self):
+        """The soak's two defects (issue 39): the node that leads the work queue and the stream
+        hangs past the publish timeout (10 s) while the node the commands are connected to lives.
+        No confirm comes in time, or the quorum queue nacks: `work put` and `log append` exited 1.
+        Either outcome leaves the message to be made again, and both go on once the leader is back."""
+        items = [f"item-{i:03d}" for i in range(40)]
+        lines = [f"line-{i:03d}" for i in range(40)]
+        # Declared through node 2 alone: the work queue's and the stream's leader is node 2.
+        r = self.warren("work", "put", "--queue", "jobs", "--body", "seed")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.warren("log", "append", "--log", "events", stdin=b"seed\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        first_offset = int(r.stdout.decode().strip())
+        common = ["--prefix", self.prefix, "--url", url(0, 2, heartbeat=1)]
+        put = subprocess.Popen([WARREN, "work", "put", "--queue", "jobs", "--driver", "uv", *common],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        appender = subprocess.Popen([WARREN, "log", "append", "--log", "events", "--driver", "asio", *common],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for p in (put, appender):
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+        printed = []
+
+        def read_offsets():
+            for line in appender.stdout:
+                printed.append(int(line))
+
+        reader = threading.Thread(target=read_offsets)
+        reader.start()
+        hung = None
+        for i, (item, line) in enumerate(zip(items, lines)):
+            put.stdin.write(item + "\n")
+            put.stdin.flush()
+            appender.stdin.write(line + "\n")
+            appender.stdin.flush()
+            if i == 10:
+                self.wait_for("10 offsets", lambda: len(printed) >= 10, proc=appender)
+                hung = self.hang(1, seconds=13)
+            time.sleep(0.05)
+        put.stdin.close()
+        appender.stdin.close()
+        hung.join()
+        put.wait(timeout=90)
+        put_err = put.stderr.read()
+        appender.wait(timeout=90)
+        reader.join()
+        append_err = appender.stderr.read()
+        self.assertEqual(put.returncode, 0, put_err[-2000:])
+        self.assertEqual(appender.returncode, 0, append_err[-2000:])
+        # A line said to be appended again is named by its place in the input, not by how far
+        # the input was read ahead.
+        for said in append_err.splitlines():
+            number = re.match(r"warren: log append \S+: line (\d+): ", said)
+            self.assertIsNotNone(number, said)
+            self.assertLessEqual(int(number.group(1)), 20, "the line in flight as the leader hung, not the last read")
+            self.assertGreater(int(number.group(1)), 10, "the leader hung after the tenth line")
+        # Every line's offset holds it.
+        self.assertEqual(len(printed), len(lines), append_err[-2000:])
+        r = self.warren("log", "read", "--log", "events", "--from", str(first_offset), "--json",
+                        "--count", str(len(lines) * 3), via=(2,), timeout=30)
+        entries = {}
+        for row in r.stdout.decode().splitlines():
+            e = json.loads(row)
+            entries[e["offset"]] = e["body"]
+        for line, offset in zip(lines, printed):
+            self.assertEqual(entries.get(offset), line, f"offset {offset}")
+        # Every item is in the queue at least once: taken with basic.get through node 3 until
+        # the queue is empty (its leader answers; list_queues counts lag after a hang).
+        connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORTS[2])))
+        self.addCleanup(connection.close)
+        channel = connection.channel()
+        bodies = []
+        while True:
+            _, _, body = channel.basic_get(f"{self.prefix}.jobs", auto_ack=True)
+            if body is None:
+                break
+            bodies.append(body.decode())
+        self.assertEqual(set(bodies), set(items) | {"seed"}, "a confirmed put is missing, or a stranger is there")
+        print(f"[cluster-cli] leader hung 13 s: {len(items)} items put as {len(bodies) - 1} messages, "
+              f"{len(lines)} lines appended as {len(entries) - 1} entries; said: {(put_err + append_err).strip()!r}")
 
 
 if __name__ == "__main__":

@@ -112,6 +112,45 @@ class Work(unittest.TestCase):
         leftover = subprocess.run(["pgrep", "-f", "^sleep 600$"], capture_output=True, text=True).stdout
         self.assertEqual(leftover, "", "the command outlived the run")
 
+    def test_a_put_the_broker_nacks_is_put_again_until_it_is_taken(self):
+        # Issue 39's soak: a quorum queue without a leader nacks a put, and `work put` exited 1.
+        # A nack says the broker did not take the message, so nothing can be lost by putting it
+        # again. A full queue that rejects publishes shows the same nack on one node: room for
+        # one, past it with two; three more puts wait, put again, until a worker makes room.
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = "full-" + driver
+                name = f"{self.prefix}.{q}"
+                policy = f"{self.prefix}-cap-{driver}"
+                r = subprocess.run([CTL, "-q", "set_policy", "--apply-to", "queues", policy, f"^{name}$",
+                                    '{"max-length":1,"overflow":"reject-publish"}'], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.addCleanup(lambda p=policy: subprocess.run([CTL, "-q", "clear_policy", p], capture_output=True))
+                # A quorum queue rejects once it is past its limit, not at it: two fill it.
+                self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--driver", driver,
+                               stdin=b"first\nsecond\n"))
+                put = subprocess.Popen([WARREN, "work", "put", "--queue", q, "--prefix", self.prefix, "--driver", driver,
+                                        "--url", URL], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE)
+                self.addCleanup(lambda p=put: p.poll() is None and p.kill())
+                put.stdin.write(b"a\nb\nc\n")
+                put.stdin.close()
+                # Each is nacked while the queue is full: the put goes on, and says so once.
+                time.sleep(2)
+                self.assertIsNone(put.poll(), put.stderr.read().decode(errors="replace") if put.poll() is not None else "")
+                self.assertEqual(self.depth(name), 2)
+                out = self.ok(warren("work", "run", "--queue", q, "--prefix", self.prefix, "--driver", driver,
+                                     "--exec", "cat", "--count", "5", "--timeout", "30"))
+                self.assertEqual(self.lines(out), [("done", "attempt=1")] * 5)
+                put.wait(timeout=30)
+                err = put.stderr.read().decode(errors="replace")
+                self.assertEqual(put.returncode, 0, err)
+                said = err.splitlines()
+                self.assertEqual(len(said), 1, err)
+                self.assertRegex(said[0], rf"^warren: work put {name}: .*nack.*; putting it again")
+                self.assertNotIn("twice", said[0], "a nacked put is not in the queue: it cannot be there twice")
+                self.assertEqual(self.depth(name), 0)
+
     def test_a_stop_signal_ends_the_command_hands_its_message_back_and_exits_0(self):
         # F3: a worker stopped by its service manager. Consuming stops, the running command's
         # process group gets SIGTERM, its message goes back unsettled (no result line), and

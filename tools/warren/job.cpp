@@ -173,6 +173,16 @@ bool Job::went_away_under_it(const Error& error) const {
          error.code == make_error_code(errc::connection_lost) || session_->status().state != client::Session::State::connected;
 }
 
+bool Job::worth_making_again(const Error& error) const {
+  if (!recovers()) return false;
+  if (went_away_under_it(error)) return true;
+  if (session_ && session_->status().state == client::Session::State::closed) return false;
+  // A timeout that is not a publish's (sent unknown: a read-back, a declare) says nothing of
+  // whether the message landed.
+  return error.code == make_error_code(errc::nacked) ||
+         (error.code == make_error_code(errc::timeout) && error.sent != Sent::unknown);
+}
+
 void Job::on_signal(int signal) {
   if (stop_signal_ != 0) return stopped_now();  // a second signal while stopping: at once
   if (!started_) return stop_before_start(signal);

@@ -95,6 +95,11 @@ class Job {
   // again). With a session, the channel or the connection (which the session dials again);
   // without one, only the channel, on a connection still open.
   [[nodiscard]] bool went_away_under_it(const Error& error) const;
+  // A recovering producer's publish that did not land and is made again (tools/warren/again.hpp):
+  // what went away under it, a nack (the broker did not take it: a quorum queue without a
+  // leader, a full queue that rejects publishes) and a publish timeout (no confirm in time: a
+  // leader being elected; the broker may have it).
+  [[nodiscard]] bool worth_making_again(const Error& error) const;
   // Once, as the job starts closing its connections (finish, a failure, a stop): a command's
   // layer ends its subscriptions here, so no retry timer of theirs keeps the loop running.
   virtual void closing() {}

@@ -4,7 +4,9 @@
 // tail. A trimmed offset exits 3: "warren: gap: offset N is gone; the oldest retained is M".
 #include <charconv>
 #include <iostream>
+#include <optional>
 
+#include "again.hpp"
 #include "commands.hpp"
 #include "layer_job.hpp"
 #include "message_json.hpp"
@@ -73,6 +75,10 @@ class AppendJob final : public LogJob {
     if (auto ok = make_log(); !ok) return fail("", ok.error(), exit_usage);
     trace_ = trace_from_environment().value_or(client::TraceContext{});  // a traced script's, continued
     lines_.emplace(driver(), [this] { next(); });
+    again_.emplace(driver(), [this] {
+      if (stopping()) return close_then_die();
+      append_line();
+    });
     next();
   }
   // A lost node is not the end of an appender: it goes on through another host (the stream's
@@ -88,42 +94,38 @@ class AppendJob final : public LogJob {
       case StdinLines::Take::end: return finish();
       case StdinLines::Take::line: break;
     }
+    ++taken_;
     append_line();
   }
-  // The line in line_. An append that failed because the connection went away under it is
-  // made again once the session is back: its fate was unknown (the broker may have taken it
-  // before the loss), so the log then holds it once or twice, and the offset printed is the
-  // one confirmed. Every printed offset holds its line.
+  // The line in line_. An append that did not land (Job::worth_making_again: the connection
+  // went away under it, a nack, no confirm in time while the stream elects a leader) is made
+  // again after a pause. Its fate may be unknown (the broker may have taken it), so the log
+  // then holds it once or twice, and the offset printed is the one confirmed. Every printed
+  // offset holds its line.
   void append_line() {
     appending_ = true;
     log_->append({.body = line_, .trace = trace_}, [this](Result<std::uint64_t> offset) {
       appending_ = false;
       if (offset) {
         ++appended_;
+        again_->landed();
         std::cout << *offset << '\n';
         std::cout.flush();
       }
       if (stopping()) return close_then_die();
       if (!offset) {
-        if (failed() || !went_away_under_it(offset.error())) return fail("log append " + log_->queue(), offset.error());
+        if (failed() || !worth_making_again(offset.error())) return fail("log append " + log_->queue(), offset.error());
         if (!said_again_) {  // once per line, however many tries it takes
-          const bool maybe_twice = offset.error().sent != Sent::no;
+          const bool maybe_twice =
+              offset.error().code != make_error_code(errc::nacked) && offset.error().sent != Sent::no;
           std::cerr << escaped_for_terminal("warren: log append " + log_->queue() + ": line " +
-                                            std::to_string(lines_->lines_read()) + ": " + offset.error().detail +
+                                            std::to_string(taken_) + ": " + offset.error().detail +
                                             "; appending it again" + (maybe_twice ? " (the log may then hold it twice)" : ""))
                     << '\n';
           said_again_ = true;
         }
-        // After a pause: while the session dials, a try fails at once or waits for it.
         appending_ = true;
-        if (!again_)
-          again_ = driver().timer([this] {
-            waiting_again_ = false;
-            if (stopping()) return close_then_die();
-            append_line();
-          });
-        waiting_again_ = true;
-        again_->arm(driver().now() + std::chrono::milliseconds(250));
+        again_->arm();
         return;
       }
       said_again_ = false;
@@ -135,7 +137,7 @@ class AppendJob final : public LogJob {
   // deadline to land (and its offset to be printed), then the stop line says what did not.
   void on_stop_signal(int signal) override {
     if (!begin_stop(signal)) return stopped_now();
-    if (!appending_ || waiting_again_) close_then_die();
+    if (!appending_ || (again_ && again_->armed())) close_then_die();
   }
 
   [[nodiscard]] std::string unfinished() const override {
@@ -148,9 +150,9 @@ class AppendJob final : public LogJob {
   client::TraceContext trace_;
   bool appending_ = false;
   bool said_again_ = false;  // this line's append is being made again (said on stderr)
-  std::unique_ptr<client::Timer> again_;
-  bool waiting_again_ = false;  // again_ is armed
+  std::optional<Again> again_;  // from start(): the loop is made as the job runs
   std::uint64_t appended_ = 0;  // offsets printed
+  std::uint64_t taken_ = 0;     // lines taken from the input: line_ is this one (1-based)
 };
 
 class ReadJob final : public LogJob {

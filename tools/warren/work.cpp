@@ -6,8 +6,11 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
+#include "again.hpp"
 #include "commands.hpp"
 #include "layer_job.hpp"
 #include "shell.hpp"
@@ -99,6 +102,7 @@ class PutJob final : public WorkJob {
   // a stop finds little read and not yet confirmed.
   void start() override {
     if (auto ok = make_queue(); !ok) return fail("", ok.error(), exit_usage);
+    again_.emplace(driver(), [this] { put_again_now(); });
     queue_->declare([this](Result<void> r) {
       if (!r) return fail("declare " + queue_->queue(), r.error());
       if (stopping()) return;
@@ -148,10 +152,13 @@ class PutJob final : public WorkJob {
   }
 
   void put_done(std::uint64_t number, const Result<void>& r) {
-    if (!r && !stopping() && !failed() && went_away_under_it(r.error())) return put_again(number, r.error());
+    if (!r && !stopping() && !failed() && worth_making_again(r.error())) return put_again(number, r.error());
     unconfirmed_.erase(number);
     ++settled_;
-    if (r) ++ok_;
+    if (r) {
+      ++ok_;
+      again_->landed();
+    }
     if (stopping()) {
       if (settled_ == sent_) close_then_die();
       return;
@@ -164,7 +171,7 @@ class PutJob final : public WorkJob {
   // be confirmed, then the stop line says what was not.
   void on_stop_signal(int signal) override {
     if (!begin_stop(signal)) return stopped_now();
-    if (settled_ + again_.size() == sent_) close_then_die();
+    if (settled_ + to_put_again_.size() == sent_) close_then_die();
   }
 
   [[nodiscard]] std::string unfinished() const override {
@@ -173,29 +180,30 @@ class PutJob final : public WorkJob {
     return std::to_string(read) + " line(s) read, " + std::to_string(read - ok_) + " not confirmed";
   }
 
-  // A put whose connection went away before its confirm: its fate is unknown (the broker may
-  // have it), so it is made again once the session is back, after a pause (while it dials a
-  // put fails at once or waits for it), and the queue may then hold it twice. Said once.
+  // A put that did not land (Job::worth_making_again) is made again after a pause (while the
+  // session dials, a put fails at once). After a nack the broker has nothing; after a lost
+  // connection or a timeout it may have it, and the queue may then hold it twice. Each kind
+  // of cause is said once.
   void put_again(std::uint64_t number, const Error& cause) {
-    if (!said_again_) {
-      std::cerr << escaped_for_terminal("warren: work put " + queue_->queue() + ": " + cause.detail +
-                                        "; putting what was not confirmed again (the queue may then hold some twice)")
+    if (said_.insert(cause.code.value()).second) {
+      const bool maybe_twice = cause.code != make_error_code(errc::nacked) && cause.sent != Sent::no;
+      std::cerr << escaped_for_terminal("warren: work put " + queue_->queue() + ": message " + std::to_string(number) +
+                                        ": " + cause.detail + "; putting it again" +
+                                        (maybe_twice ? " (the queue may then hold it twice)" : ""))
                 << '\n';
-      said_again_ = true;
     }
-    again_.push_back(number);
-    if (!again_timer_)
-      again_timer_ = driver().timer([this] {
-        auto numbers = std::move(again_);
-        again_.clear();
-        if (stopping()) {  // not put again: the stop line counts them as not confirmed
-          settled_ += numbers.size();
-          if (settled_ == sent_) close_then_die();
-          return;
-        }
-        for (auto n : numbers) put(n);
-      });
-    again_timer_->arm(driver().now() + std::chrono::milliseconds(250));
+    to_put_again_.push_back(number);
+    again_->arm();
+  }
+  void put_again_now() {
+    auto numbers = std::move(to_put_again_);
+    to_put_again_.clear();
+    if (stopping()) {  // not put again: the stop line counts them as not confirmed
+      settled_ += numbers.size();
+      if (settled_ == sent_) close_then_die();
+      return;
+    }
+    for (auto n : numbers) put(n);
   }
 
   wire::FieldTable headers_;
@@ -204,9 +212,9 @@ class PutJob final : public WorkJob {
   std::uint64_t sent_ = 0, settled_ = 0, ok_ = 0;
   bool input_done_ = false;
   std::map<std::uint64_t, std::pair<std::string, std::string>> unconfirmed_;  // body and message_id, until its outcome
-  std::vector<std::uint64_t> again_;                   // to be put again when again_timer_ fires
-  std::unique_ptr<client::Timer> again_timer_;
-  bool said_again_ = false;
+  std::vector<std::uint64_t> to_put_again_;  // when again_ fires
+  std::optional<Again> again_;  // from start(): the loop is made as the job runs
+  std::set<int> said_;  // the causes of a put made again said on stderr (error codes)
 };
 
 class RunJob final : public WorkJob {
