@@ -410,7 +410,7 @@ void Session::dial() {
     std::stable_partition(url.endpoints.begin(), url.endpoints.end(),
                           [&](const Endpoint& e) { return !(e.host == avoid_->host && e.port == avoid_->port); });
   ++first_host_;
-  *holder = Connection::connect(driver_, url, options_.client, [weak, holder](Result<void> r) {
+  *holder = Connection::connect(driver_, url, options_.client, [weak, holder, which](Result<void> r) {
     const Error* e = r ? nullptr : &r.error();
     auto self = weak.lock();
     auto connection = std::move(*holder);
@@ -420,6 +420,7 @@ void Session::dial() {
     }
     if (e) return self->retry(*e);
     self->connection_ = std::move(connection);
+    self->connected_url_ = which;
     self->connection_->on_closed = [weak](const Error& cause) {
       if (auto s = weak.lock()) s->lost(cause);
     };

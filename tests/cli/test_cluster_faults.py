@@ -40,7 +40,7 @@ def node_pid(n):
         return int(f.read().strip())
 
 
-def records(stderr_text):
+def records_of(stderr_text):
     """The JSON records of --log-format json among the command's stderr lines."""
     out = []
     for line in stderr_text.splitlines():
@@ -165,7 +165,7 @@ class ClusterFaults(unittest.TestCase):
         outcomes = [line.split() for line in out.splitlines()]
         self.assertTrue(all(o[0] == "done" and o[2] == "attempt=1" for o in outcomes), out)
         self.assertGreaterEqual(len(outcomes), len(items))
-        events = [r["event"] for r in records(err)]
+        events = [r["event"] for r in records_of(err)]
         self.assertIn("session.reconnected", events, err[-2000:])
         print(f"[cluster-cli] work run ({driver}, node {fault}): {len(items)} items, {len(outcomes)} done lines, "
               f"{events.count('session.reconnecting')} reconnect attempt(s)")
@@ -228,7 +228,7 @@ class ClusterFaults(unittest.TestCase):
             entries[e["offset"]] = e["body"]
         for line, offset in zip(lines[1:], printed):
             self.assertEqual(entries.get(offset), line, f"offset {offset}")
-        events = [rec["event"] for rec in records(err)]
+        events = [rec["event"] for rec in records_of(err)]
         self.assertIn("session.reconnected", events, err[-2000:])
         print(f"[cluster-cli] log append ({driver}, node {fault}): {len(printed)} offsets, "
               f"{len(entries) - len(lines)} entries appended twice")
@@ -238,6 +238,72 @@ class ClusterFaults(unittest.TestCase):
 
     def test_log_append_goes_on_when_its_node_is_killed_uv(self):
         self.append_through("uv", "kill")
+
+    # ---- the pipe
+
+    def pipe_through(self, driver, fault):
+        """`warren pipe` from a quorum queue to another (both led by node 2) while the node it is
+        connected to hangs or is killed: it takes records again through another node, and every
+        source record ends in the destination (at least once), the source left empty."""
+        src, dst = f"{self.prefix}.src", f"{self.prefix}.dst"
+        records = [f"record-{i:03d}" for i in range(60)]
+        connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORTS[1])))
+        self.addCleanup(connection.close)
+        channel = connection.channel()
+        for q in (src, dst):
+            channel.queue_declare(q, durable=True, arguments={"x-queue-type": "quorum"})
+        channel.confirm_delivery()
+        for r in records:
+            channel.basic_publish("", src, r.encode(), pika.BasicProperties(delivery_mode=2))
+        status = os.path.join(self.tmp, "status.json")
+        pipe = subprocess.Popen(
+            [WARREN, "pipe", "--from", src, "--to", "", "--routing-key", dst, "--driver", driver,
+             "--exec", "cat; sleep 0.05", "--concurrency", "2", "--on-error", "requeue", "--status", status,
+             "--log-level", "info", "--log-format", "json", "--url", url(0, 1, 2, heartbeat=1)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: pipe.poll() is None and pipe.kill())
+
+        def moved():
+            return channel.queue_declare(dst, passive=True).method.message_count
+
+        self.wait_for("the first 15 records", lambda: moved() >= 15, proc=pipe)
+        if fault == "hang":
+            t = self.hang(0)
+            self.wait_for("every record, through another node", lambda: moved() >= len(records), timeout=90, proc=pipe)
+            t.join()
+        else:
+            self.kill_and_restart(0)
+            self.wait_for("every record, through another node", lambda: moved() >= len(records), timeout=90, proc=pipe)
+        # The source is empty once the last ack is in.
+        self.wait_for("the source empty", lambda: channel.queue_declare(src, passive=True).method.message_count == 0,
+                      timeout=30, proc=pipe)
+        pipe.send_signal(signal.SIGTERM)
+        out, err = pipe.communicate(timeout=30)
+        self.assertEqual(pipe.returncode, 0, err[-2000:])
+        bodies = []
+        while True:
+            _, _, body = channel.basic_get(dst, auto_ack=True)
+            if body is None:
+                break
+            bodies.append(body.decode())
+        self.assertEqual(set(bodies), set(records), "a source record is missing from the destination")
+        events = [r["event"] for r in records_of(err)]
+        self.assertIn("session.reconnected", events, err[-2000:])
+        said = [line for line in err.splitlines() if line.startswith("warren: pipe ")]
+        self.assertEqual(len(said), 1, err[-2000:])
+        self.assertIn("taking records again once connected", said[0])
+        with open(status) as f:
+            final = json.load(f)
+        self.assertEqual(final["state"], "stopped")
+        self.assertGreaterEqual(final["completed"], len(records))  # the counts carry over the loss
+        print(f"[cluster-cli] pipe ({driver}, node {fault}): {len(records)} records, {len(bodies)} in the destination, "
+              f"completed {final['completed']}, dropped {final['dropped']}")
+
+    def test_pipe_goes_on_through_a_hung_node_uv(self):
+        self.pipe_through("uv", "hang")
+
+    def test_pipe_goes_on_when_its_node_is_killed_asio(self):
+        self.pipe_through("asio", "kill")
 
     # ---- a leader that hangs while the connection's node lives
 

@@ -575,6 +575,7 @@ TEST_F(SessionTest, several_urls_are_dialled_in_turn_host_by_host) {
   EXPECT_EQ(statuses.back().state, Session::State::connected);
   ASSERT_TRUE(session->endpoint().has_value());
   EXPECT_EQ(session->endpoint()->port, 5004);
+  EXPECT_EQ(session->url_index(), std::optional<std::size_t>(1));  // b's: `warren pipe` keeps b's user_id
 }
 
 TEST_F(SessionTest, without_a_url_it_is_closed_at_once) {
@@ -689,6 +690,35 @@ TEST_F(SessionTest, update_secret_goes_to_the_current_connection_and_says_when_t
   EXPECT_FALSE(told.has_value());  // never inside the call
   driver.run();
   EXPECT_EQ(told.value_or("<none>").rfind("connection closed", 0), 0u) << told.value_or("<none>");
+}
+
+// Issue 39: `warren pipe` starts its pipeline again on the session's next connection; the
+// handle it is given is the current one, none while there is none, and a new one after a loss.
+TEST_F(SessionTest, connection_is_the_current_one_and_none_while_there_is_none) {
+  driver.hosts[5001] = FakeDriver::Host::refuse;
+  auto session = start();
+  EXPECT_EQ(session->connection(), nullptr);  // dialling, refused
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  wait_retry();
+  auto first = session->connection();
+  ASSERT_NE(first, nullptr);
+  EXPECT_TRUE(first->is_open());
+  EXPECT_EQ(session->url_index(), std::optional<std::size_t>(0));
+  driver.reset_all();
+  driver.hosts[5001] = FakeDriver::Host::refuse;
+  driver.run();
+  EXPECT_EQ(session->connection(), nullptr);
+  EXPECT_EQ(session->url_index(), std::nullopt);
+  EXPECT_FALSE(first->is_open());  // a kept handle stays the lost connection
+  driver.hosts[5001] = FakeDriver::Host::broker;
+  wait_retry();
+  auto second = session->connection();
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(second, first);
+  EXPECT_TRUE(second->is_open());
+  session->close(nullptr);
+  driver.run();
+  EXPECT_EQ(session->connection(), nullptr);
 }
 
 // Finding 11: a Session publish's timeout bounds the confirm too, not only the wait for a

@@ -147,9 +147,9 @@ void Job::on_session_status(const client::Session::Status& status) {
     case State::connected:
       if (!started_) {
         started_ = true;
-        start();
+        return start();
       }
-      return;
+      return reconnected();
     case State::connecting:
       // The first connection: an attempt dials one URL's hosts, from one host further along
       // them all each time. Once every host was an attempt's first (so every URL was dialled),
@@ -299,9 +299,11 @@ void Job::connect_from(std::size_t index, std::shared_ptr<const client::ClientOp
 }
 
 std::string Job::login_user(const client::Connection& c) const {
-  const auto it = url_index_.find(&c);
-  if (it == url_index_.end()) return {};
-  const client::ConnectionUrl& url = urls_[it->second];
+  std::optional<std::size_t> index;
+  if (const auto it = url_index_.find(&c); it != url_index_.end()) index = it->second;
+  else if (session_ && session_->connection().get() == &c) index = session_->url_index();
+  if (!index || *index >= urls_.size()) return {};
+  const client::ConnectionUrl& url = urls_[*index];
   if (url.auth_mechanism == engine::Mechanism::external) return {};
   return url.user;
 }

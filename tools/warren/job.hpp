@@ -89,6 +89,8 @@ class Job {
   // is dialled again along the URLs' hosts, another host than the lost one first, for as long
   // as the command runs.
   [[nodiscard]] virtual bool recovers() const { return false; }
+  // recovers(): the session is connected again after a loss (start() ran on the first one).
+  virtual void reconnected() {}
   [[nodiscard]] const std::shared_ptr<client::Session>& session() const noexcept { return session_; }
   // A step that failed because its channel or connection went away under it, while the
   // command goes on: the broker takes back what it held (an unsettled delivery is delivered

@@ -18,6 +18,7 @@
 #include "shell_command.hpp"
 #include "span_file.hpp"
 #include "trace_environment.hpp"
+#include "untrusted_text.hpp"
 #include "warren/pipeline/queue_pipeline.hpp"
 #include "warren/pipeline/status_board.hpp"
 #include "warren/pipeline/topology.hpp"
@@ -81,7 +82,7 @@ class PipeJob final : public Job {
   // The last status, saying `stopped`, once the run is over, with the failure if it failed;
   // also when it ended before the pipeline started (connect, --declare, --verify, a signal).
   void write_final_status() {
-    if (pipeline_) last_ = pipeline_->status();
+    if (pipeline_) last_ = status_now();
     last_.state = pipeline::State::stopped;
     write_status();
   }
@@ -89,6 +90,10 @@ class PipeJob final : public Job {
  private:
   void on_stop_signal(int) override { stop_asked.store(true); }
   [[nodiscard]] bool worker() const override { return true; }
+  // A lost node is not the end of a pipe: its pipeline is started again on the session's next
+  // connection, through another host, and what was in flight at the loss (its outcome dropped)
+  // is delivered again (docs/warren-cli.md).
+  [[nodiscard]] bool recovers() const override { return true; }
 
   Result<void> validate() override {
     if (args_->timeout_s)
@@ -108,7 +113,7 @@ class PipeJob final : public Job {
   }
 
   void start() override {
-    channel_.close([](Result<void>) {});  // the pipeline opens its own channels
+    conn_ = session()->connection();  // the pipeline opens its own channels on it
     // Ticking from here on: a stop asked for before the pipeline runs ends the run at once.
     tick_ = driver().timer([this] { tick(); });
     tick_->arm(driver().now() + std::chrono::milliseconds(100));
@@ -185,8 +190,11 @@ class PipeJob final : public Job {
       return pipeline::Outcome::dead_lettered;
     };
     o.source.queue = args_->from;
-    o.source.limit = args_->count;
-    auto prefetch = std::min<std::uint64_t>(args_->concurrency, args_->count ? args_->count : 65535);
+    // After a loss, what is left of --count (the outcomes before it count; those dropped at
+    // the loss are delivered again).
+    const std::uint64_t left = args_->count ? args_->count - std::min(outcomes_, args_->count) : 0;
+    o.source.limit = left;
+    auto prefetch = std::min<std::uint64_t>(args_->concurrency, args_->count ? std::max<std::uint64_t>(left, 1) : 65535);
     o.source.prefetch = static_cast<std::uint16_t>(prefetch);
     pipeline::DestinationOptions d{.exchange = args_->to};
     if (args_->routing_key) d.routing_key = *args_->routing_key;
@@ -209,27 +217,96 @@ class PipeJob final : public Job {
                                    r.body = run_stage(command, r);
                                    return pipeline::Verdict::next;
                                  })};
-    o.on_outcome = [this](const pipeline::Record&, const pipeline::Finished&) {
+    const std::uint64_t generation = ++generation_;
+    std::weak_ptr<client::Connection> on = conn_;
+    o.on_outcome = [this, generation](const pipeline::Record&, const pipeline::Finished&) {
+      if (generation != generation_) return;  // a lost connection's pipeline: dropped, delivered again
       if (args_->count && ++outcomes_ == args_->count) drain();
     };
-    o.on_stopped = [this](const std::optional<std::string>& failure) {
+    o.on_stopped = [this, generation, on](const std::optional<std::string>& failure) {
+      if (generation != generation_) return;
+      if (failure && lost(on)) return take_up_again(*failure);
       stop_timers();
       if (board_) board_->stop();  // the others see this worker stopped
-      last_ = pipeline_->status();
+      last_ = status_now();
       write_status();
       if (failure) return fail_text("pipe " + args_->from, *failure);
       finish();
     };
-    pipeline_ = pipeline::QueuePipeline::start(conn_, std::move(o), std::move(stages), [this](Result<void> r) {
+    pipeline_ = pipeline::QueuePipeline::start(conn_, std::move(o), std::move(stages), [this, on, generation](Result<void> r) {
+      // Lost again while a pipeline started after a loss opened; the first one's failure ends
+      // the run, as a first connection's does.
+      if (!r && generation > 1 && lost(on)) return take_up_again(r.error().to_string());
       if (!r) return fail("pipe " + args_->from, r.error());
       write_status();
       if (args_->status_file.empty()) return;
       // Workers of this pipeline (this name on this queue) see each other through the broker.
-      board_ = pipeline::StatusBoard::start(conn_, {.worker = worker_name()}, [this] { return pipeline_->status(); },
-                                            [this](Result<void> b) {
-                                              if (!b) fail("pipe " + args_->from + ": status board", b.error());
+      board_ = pipeline::StatusBoard::start(conn_, {.worker = worker_name()}, [this] { return status_now(); },
+                                            [this, on](Result<void> b) {
+                                              if (!b && !lost(on)) fail("pipe " + args_->from + ": status board", b.error());
                                             });
     });
+  }
+
+  // The connection a pipeline ran on is gone while the session goes on: a node lost, not the
+  // end of the run (a stop, a drain, a closed session are).
+  bool lost(const std::weak_ptr<client::Connection>& on) const {
+    const auto c = on.lock();
+    return !(c && c->is_open()) && !failed() && !draining_ && !stop_asked.load() &&
+           session()->status().state != client::Session::State::closed;
+  }
+
+  // The pipeline (and its status board) is retired, its counts carried, and a new one starts
+  // on the session's next connection. Its stage commands still running end on their own: their
+  // outcomes are dropped (the broker delivers those messages again), so the old pipeline is
+  // kept until the run ends.
+  void take_up_again(const std::string& why) {
+    if (board_) {
+      board_->stop();  // its timer ends; its last report goes nowhere
+      retired_boards_.push_back(std::move(board_));
+    }
+    if (pipeline_) {
+      carry(pipeline_->status());
+      retired_.push_back(std::move(pipeline_));
+    }
+    std::cerr << escaped_for_terminal("warren: pipe " + args_->from + ": " + why +
+                                      "; taking records again once connected (those in flight are delivered again)")
+              << '\n';
+    waiting_for_connection_ = true;
+    if (session()->connection() && session()->connection() != conn_)  // already connected again
+      driver().post([this] { reconnected(); });
+  }
+  void reconnected() override {
+    if (!waiting_for_connection_ || failed() || stop_asked.load()) return;
+    const auto now = session()->connection();
+    if (!now || now == conn_) return;
+    waiting_for_connection_ = false;
+    conn_ = now;
+    start_pipeline();
+  }
+
+  void carry(const pipeline::Status& s) {
+    carried_.completed += s.completed;
+    carried_.skipped += s.skipped;
+    carried_.dead_lettered += s.dead_lettered;
+    carried_.failed += s.failed;
+    carried_.dropped += s.dropped;
+    carried_.slow += s.slow;
+  }
+  // The running pipeline's status with the counts of those a loss retired added.
+  [[nodiscard]] pipeline::Status status_now() const {
+    pipeline::Status s = pipeline_ ? pipeline_->status() : last_;
+    if (!pipeline_) {  // between connections: nothing in flight, the counts are all carried
+      s.in_flight = 0;
+      s.completed = s.skipped = s.dead_lettered = s.failed = s.dropped = s.slow = 0;
+    }
+    s.completed += carried_.completed;
+    s.skipped += carried_.skipped;
+    s.dead_lettered += carried_.dead_lettered;
+    s.failed += carried_.failed;
+    s.dropped += carried_.dropped;
+    s.slow += carried_.slow;
+    return s;
   }
 
   // Asked to stop before the pipeline took anything: nothing to drain, the run is done.
@@ -259,13 +336,13 @@ class PipeJob final : public Job {
   }
 
   void tick() {
-    if (!conn_ || !conn_->is_open()) return stop_timers();  // the run is over
+    if (session()->status().state == client::Session::State::closed) return stop_timers();  // the run is over
     if (stop_asked.load()) {
       if (!pipeline_) return stop_before_start();
       drain();
     }
     if (pipeline_ && driver().now() >= next_status_) {
-      last_ = pipeline_->status();
+      last_ = status_now();
       write_status();
       next_status_ = driver().now() + std::chrono::seconds(1);
     }
@@ -283,7 +360,7 @@ class PipeJob final : public Job {
 
   void write_status() {
     if (args_->status_file.empty()) return;
-    if (pipeline_ && last_.state != pipeline::State::stopped) last_ = pipeline_->status();
+    if (pipeline_ && last_.state != pipeline::State::stopped) last_ = status_now();
     Json workers = Json::array();
     if (board_)
       for (const auto& w : board_->workers()) {
@@ -351,8 +428,14 @@ class PipeJob final : public Job {
 
   std::shared_ptr<PipeArgs> args_;
   pipeline::WorkerPool workers_;
-  std::shared_ptr<pipeline::QueuePipeline> pipeline_;
+  std::shared_ptr<pipeline::QueuePipeline> pipeline_;  // null while a loss waits for the next connection
   std::shared_ptr<pipeline::StatusBoard> board_;
+  // Those a loss retired: their stage commands may still run and report (dropped) to them.
+  std::vector<std::shared_ptr<pipeline::QueuePipeline>> retired_;
+  std::vector<std::shared_ptr<pipeline::StatusBoard>> retired_boards_;
+  pipeline::Status carried_;            // the retired pipelines' counts
+  std::uint64_t generation_ = 0;        // which pipeline is the running one
+  bool waiting_for_connection_ = false;
   pipeline::Status last_;
   std::unique_ptr<client::Timer> tick_, deadline_;
   engine::Instant started_ = std::chrono::steady_clock::now();

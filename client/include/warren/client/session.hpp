@@ -181,6 +181,20 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   [[nodiscard]] std::size_t max_waiting_publishes() const noexcept { return options_.max_waiting_publishes; }
 
+  // The connection the session is connected on now; null while it is not. For code that
+  // works on a Connection (a pipeline, a status board) and starts again on the next one after
+  // a loss: the handle does not recover, and a kept one stays closed once it was lost.
+  [[nodiscard]] std::shared_ptr<Connection> connection() const {
+    if (connection_ && connection_->is_open()) return connection_;
+    return nullptr;
+  }
+  // Which of the URLs given to start() connection() was dialled from (its user, its vhost);
+  // nullopt while there is none.
+  [[nodiscard]] std::optional<std::size_t> url_index() const {
+    if (connection()) return connected_url_;
+    return std::nullopt;
+  }
+
   // A plain channel on the session's connection, for code that keeps its own channels and
   // sets up again what it needs after a reconnect (the messaging layer does). It does not
   // recover: the connection's loss closes it with the cause, and its owner opens another.
@@ -218,6 +232,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::mt19937_64 random_;
   Status status_;
   std::shared_ptr<Connection> connection_;
+  std::size_t connected_url_ = 0;  // connection_'s index in urls_
   std::weak_ptr<Connection> dialing_;  // the latest dial's, until it is connection_ or gone
   std::unique_ptr<Timer> retry_timer_;
   std::vector<std::shared_ptr<RecoveringChannel>> channels_;
