@@ -239,6 +239,45 @@ class ClusterFaults(unittest.TestCase):
     def test_log_append_goes_on_when_its_node_is_killed_uv(self):
         self.append_through("uv", "kill")
 
+    def test_log_read_follow_goes_on_through_a_hung_node_asio(self):
+        """A tail (`log read --follow`) whose node hangs: it consumes again through another node
+        from the entry after the last it printed, so every entry is printed once, in order."""
+        first = [f"early-{i:03d}" for i in range(20)]
+        later = [f"later-{i:03d}" for i in range(40)]
+        # Appended through node 2 alone, its leader there.
+        r = self.warren("log", "append", "--log", "events", stdin=("\n".join(first) + "\n").encode())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        offsets = [int(o) for o in r.stdout.decode().split()]
+        reader = subprocess.Popen(
+            [WARREN, "log", "read", "--log", "events", "--prefix", self.prefix, "--from", str(offsets[0]), "--follow",
+             "--count", str(len(first) + len(later)), "--driver", "asio", "--log-level", "info", "--log-format", "json",
+             "--url", url(0, 1, 2, heartbeat=1)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: reader.poll() is None and reader.kill())
+        printed = []
+
+        def read_lines():
+            for line in reader.stdout:
+                printed.append(line.rstrip("\n").split("\t", 1))
+
+        t = threading.Thread(target=read_lines)
+        t.start()
+        self.wait_for("the first entries", lambda: len(printed) >= len(first), proc=reader)
+        hung = self.hang(0)
+        time.sleep(0.5)
+        r = self.warren("log", "append", "--log", "events", stdin=("\n".join(later) + "\n").encode())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        offsets += [int(o) for o in r.stdout.decode().split()]
+        hung.join()
+        reader.wait(timeout=60)
+        t.join()
+        err = reader.stderr.read()
+        self.assertEqual(reader.returncode, 0, err[-2000:])
+        self.assertEqual(printed, [[str(o), body] for o, body in zip(offsets, first + later)])
+        events = [rec["event"] for rec in records_of(err)]
+        self.assertIn("session.reconnected", events, err[-2000:])
+        print(f"[cluster-cli] log read --follow (asio, node hang): {len(printed)} entries, each once, in order")
+
     # ---- the pipe
 
     def pipe_through(self, driver, fault):

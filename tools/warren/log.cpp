@@ -43,9 +43,11 @@ class LogJob : public LayerJob {
   }
   Result<void> make_log() {
     // A tail whose stream went away (deleted, its node down) ends the run with the cause, as
-    // the CLI's contract has it; the layer on its own would consume again once it is back.
+    // the CLI's contract has it; the layer on its own would consume again once it is back. A
+    // tail whose connection went away consumes again on the session's next one, from the entry
+    // after the last it handed on.
     auto on_event = [this](const messaging::Event& e) {
-      if (e.what == "consumer.closed" && !failed()) fail("log read " + e.subject, e.cause);
+      if (e.what == "consumer.closed" && !failed() && !went_away_under_it(e.cause)) fail("log read " + e.subject, e.cause);
     };
     if (auto ok = make_layer({.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()}); !ok)
       return ok;
@@ -177,11 +179,15 @@ class ReadJob final : public LogJob {
 
   void start() override {
     if (auto ok = make_log(); !ok) return fail("", ok.error(), exit_usage);
+    again_.emplace(driver(), [this] { page(); });
     log_->declare([this](Result<void> r) {
       if (!r) return fail("log read " + log_->queue(), r.error());
       page();
     });
   }
+  // A lost node is not the end of a reader: the catch-up reads again from after the last entry
+  // printed, and the tail consumes again from there, through another host.
+  [[nodiscard]] bool recovers() const override { return true; }
 
   bool print(const engine::Message& m, std::uint64_t offset) {
     if (args_->json) {
@@ -208,6 +214,11 @@ class ReadJob final : public LogJob {
   void page() {
     log_->read({.from = from_}, [this](Result<messaging::Page> p) {
       if (failed()) return;
+      if (!p && !gap_ && went_away_under_it(p.error())) {  // again, from after what was printed
+        if (last_) from_ = {.offset = *last_ + 1};
+        return again_->arm();
+      }
+      if (p) again_->landed();
       if (!p) {
         if (gap_)
           return fail_text("gap", "offset " + std::to_string(gap_->asked) + " is gone; the oldest retained is " +
@@ -281,6 +292,7 @@ class ReadJob final : public LogJob {
   bool done_ = false;
   bool following_ = false;
   std::shared_ptr<messaging::LogTail> tail_;
+  std::optional<Again> again_;  // a catch-up page the loss of its connection ended
 };
 
 void add_log_names(CLI::App& cmd, LogArgs& args) {
