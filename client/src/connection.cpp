@@ -103,12 +103,10 @@ void Connection::Waiters::settle(const Error& cause, bool close_succeeded) {
   for (auto& done : close_waiters) done(close_succeeded ? Result<void>() : Result<void>(cause));
 }
 
-void Connection::later(std::function<void()> fn) {
-  std::weak_ptr<Connection> self = weak_from_this();
-  driver_.post([self, fn = std::move(fn)] {
-    if (auto keep = self.lock()) fn();
-  });
-}
+// Run even when the connection is gone by then: each is a callback's one telling (a verb
+// refused as the connection ended, made from a callback of its end, then its owner dropped
+// it), and every callback runs once. What needs the connection locks its own weak pointer.
+void Connection::later(std::function<void()> fn) { driver_.post(std::move(fn)); }
 
 // ---- dialling, host by host
 
@@ -206,7 +204,17 @@ void Connection::pump() {
   if (dispatching_) return;
   auto keep = shared_from_this();  // a callback may drop the last reference
   dispatching_ = true;
-  while (auto e = engine_->poll_event()) dispatch(*e);
+  while (auto e = engine_->poll_event()) {
+    // Once the connection's end is latched, its channels are closed before any callback of
+    // that end runs: one told of the loss must not find its channel open and use it.
+    if (!cores_.empty())
+      if (const Error* ended = engine_->error()) {
+        Error cause = *ended;
+        cause.connection_ended = true;
+        close_cores(cause);
+      }
+    dispatch(*e);
+  }
   dispatching_ = false;
   if (redial_) {
     redial_ = false;

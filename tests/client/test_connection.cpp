@@ -167,6 +167,102 @@ TEST_F(ConnectionTest, a_channel_still_opening_when_the_connection_dies_is_told_
   EXPECT_EQ(opened.last, "connection lost: connection reset by peer");
 }
 
+// Issue 39's soak: `log append` waited forever on a channel.close whose close-ok never came
+// because the connection died first (the layer's read-back closes its channel, then answers).
+TEST_F(ConnectionTest, a_channel_closing_when_the_connection_dies_is_told_once) {
+  for (bool drop_the_connection : {false, true}) {
+    SCOPED_TRACE(drop_the_connection ? "the connection dropped by its owner" : "the connection kept");
+    ready = {};
+    auto c = connected();
+    auto ch = channel(*c);
+    Calls closed;
+    ch.close([&](Result<void> r) { closed(r); });
+    driver.reset_all();  // before the broker's close-ok is read
+    if (drop_the_connection) c.reset();  // a Session lets go of a lost connection
+    driver.advance(60s);
+    EXPECT_EQ(closed.count, 1);
+  }
+}
+
+// Issue 39's soak: a `log append` waited forever after its connection was given up for a
+// missed heartbeat (a node hung 5 s). Whatever verb is in flight when a silent broker's
+// heartbeat ends the connection, its callback runs once.
+TEST_F(ConnectionTest, every_verb_in_flight_when_a_missed_heartbeat_ends_the_connection_is_told_once) {
+  const std::vector<std::string> verbs{"open", "close", "consume", "qos", "declare", "confirm_select", "publish", "cancel"};
+  for (const auto& verb : verbs) {
+    SCOPED_TRACE(verb);
+    ready = {};
+    driver.hosts[5001] = FakeDriver::Host::broker;
+    driver.broker_configs[5001] = FakeBroker::Config{.heartbeat_s = 1};
+    auto c = dial("amqp://guest:guest@fake:5001?heartbeat=1");
+    driver.run();
+    ASSERT_EQ(ready.last, "ok");
+    auto ch = channel(*c);
+    client::Consumer consumer;
+    if (verb == "publish") {
+      Calls selected;
+      ch.confirm_select([&](Result<void> r) { selected(r); });
+      driver.run();
+      ASSERT_EQ(selected.last, "ok");
+    }
+    if (verb == "cancel") {
+      Calls consumed;
+      ch.consume({.queue = "q"}, [](const client::Delivery&) {}, [&](Result<client::Consumer> r) {
+        consumed(r);
+        if (r) consumer = std::move(*r);
+      });
+      driver.run();
+      ASSERT_EQ(consumed.last, "ok");
+    }
+    driver.last_broker().go_silent();
+    Calls told;
+    if (verb == "open") c->open_channel([&](Result<client::Channel> r) { told(r); });
+    if (verb == "close") ch.close([&](Result<void> r) { told(r); });
+    if (verb == "consume")
+      ch.consume({.queue = "q"}, [](const client::Delivery&) {}, [&](Result<client::Consumer> r) { told(r); });
+    if (verb == "qos") ch.qos({.prefetch_count = 5}, [&](Result<void> r) { told(r); });
+    if (verb == "declare") ch.queue_declare({.name = "q"}, [&](Result<client::QueueDeclared> r) { told(r); });
+    if (verb == "confirm_select") ch.confirm_select([&](Result<void> r) { told(r); });
+    if (verb == "publish")
+      ch.publish({.routing_key = "q"}, text("x"), [&](Result<engine::PublishOutcome> r) { told(r); });
+    if (verb == "cancel") consumer.cancel([&](Result<void> r) { told(r); });
+    for (int i = 0; i < 5 && c->is_open(); ++i) driver.advance(1s);
+    ASSERT_FALSE(c->is_open());
+    c.reset();  // a Session lets go of a lost connection
+    driver.advance(60s);
+    EXPECT_EQ(told.count, 1) << told.last;
+  }
+}
+
+// Found by the layer simulation's hung broker (issue 39): a callback told of the connection's
+// loss saw its channel still open, and a close() it made then was never told.
+TEST_F(ConnectionTest, a_close_made_from_a_callback_the_loss_runs_is_told_once) {
+  auto c = connected();
+  auto ch = channel(*c);
+  client::Consumer consumer;
+  Calls consumed;
+  ch.consume({.queue = "q"}, [](const client::Delivery&) {}, [&](Result<client::Consumer> r) {
+    consumed(r);
+    if (r) consumer = std::move(*r);
+  });
+  driver.run();
+  ASSERT_EQ(consumed.last, "ok");
+  driver.last_broker().go_silent();
+  Calls closed;
+  bool open_when_told = true;
+  consumer.cancel([&](Result<void>) {
+    open_when_told = ch.is_open();
+    ch.close([&](Result<void> r) { closed(r); });
+  });
+  // As a Session does: the owner lets go of the connection once it is closed.
+  c->on_closed = [&c](const Error&) { c.reset(); };
+  driver.reset_all();
+  driver.advance(60s);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_FALSE(open_when_told) << "told of the loss, its channel still said it was open";
+  EXPECT_EQ(closed.count, 1);
+}
+
 // Finding 3: a no-wait consume never registered its handler, so its deliveries were dropped.
 // The public API has no no-wait consume; a subscription with a tag of our own is registered
 // when consume-ok names it, and each delivery reaches on_delivery.

@@ -18,7 +18,7 @@ rc::Gen<Op> gen_op() {
       {10, Op::advance},   {2, Op::cut},         {2, Op::close_channel}, {1, Op::hold_confirms}, {2, Op::truncate},
       {3, Op::pipe_start}, {8, Op::pipe_put},    {3, Op::pipe_release}, {2, Op::pipe_drain}, {1, Op::pipe_cut},
       {2, Op::pipe_hold},  {3, Op::member},      {2, Op::inbox},   {2, Op::backplane}, {8, Op::send},
-      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call},
+      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call}, {2, Op::hang},
   });
 }
 
@@ -47,6 +47,12 @@ void replay(const std::vector<Cmd>& cmds, bool spans = false) {
   } catch (const Violation& v) {
     FAIL() << v.what();
   }
+}
+
+// Issue 39's soak: an appender waited forever once its node hung past the heartbeat. Found by
+// the simulation's hung broker: a worker cancelled while its broker is silent was never told.
+TEST(LayerRegressions, a_worker_cancelled_while_its_broker_hangs_is_told) {
+  replay({{Op::worker, 0, 0}, {Op::hang, 0, 0}, {Op::stop_worker, 0, 0}});
 }
 
 // A message another user published is retried and dead-lettered like any other: the

@@ -49,7 +49,7 @@ const char* name(Op op) {
     X(put) X(foreign) X(worker) X(mode) X(settle_held) X(stop_worker) X(append) X(read) X(tail) X(close_tail)
     X(advance) X(cut) X(close_channel) X(hold_confirms) X(truncate) X(pipe_start) X(pipe_put) X(pipe_release)
     X(pipe_drain) X(pipe_cut) X(pipe_hold) X(member) X(inbox) X(backplane) X(send) X(app_mode) X(settle_taken)
-    X(rpc_serve) X(rpc_call)
+    X(rpc_serve) X(rpc_call) X(hang)
 #undef X
   }
   return "?";
@@ -135,7 +135,8 @@ struct LayerSim::Impl {
     world.max_deliveries = 100000;
     for (int i = 0; i < 2; ++i) {
       driver.hosts[ports[i]] = test::FakeDriver::Host::broker;
-      driver.broker_configs[ports[i]] = test::FakeBroker::Config{.world = &world};
+      // Heartbeats of 1 s: a hung broker (Op::hang) is given up after 2 s, as `?heartbeat=1` does.
+      driver.broker_configs[ports[i]] = test::FakeBroker::Config{.world = &world, .heartbeat_s = 1};
       client::SessionOptions o;
       o.client.connect_timeout = 3000ms;
       o.client.engine.handshake_timeout = 3000ms;
@@ -144,7 +145,7 @@ struct LayerSim::Impl {
       o.backoff = client::Backoff{100ms, 2.0, 1000ms};
       o.jitter_seed = 7 + static_cast<std::uint64_t>(i);
       o.client.observer = observer;
-      auto url = client::parse_url("amqp://guest:guest@fake:" + std::to_string(ports[i]));
+      auto url = client::parse_url("amqp://guest:guest@fake:" + std::to_string(ports[i]) + "?heartbeat=1");
       auto& side = sides[i];
       side.session = client::Session::start(driver, *url, o);
       side.layer = *Messaging::create(side.session, {.queue_type = "quorum", .random_seed = 11 + static_cast<std::uint64_t>(i)});
@@ -433,6 +434,9 @@ struct LayerSim::Impl {
       case Op::close_tail: close_tail(c.a); break;
       case Op::advance: driver.advance(advances[static_cast<std::size_t>(c.b) % 6]); break;
       case Op::cut: driver.cut(ports[static_cast<std::size_t>(c.a) % 2]); break;
+      case Op::hang:
+        if (auto* b = broker(c.a)) b->go_silent();
+        break;
       case Op::close_channel:
         if (auto* b = broker(c.a)) {
           auto open = b->open_channels();

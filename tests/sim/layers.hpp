@@ -3,7 +3,7 @@
 // x-delivery-count, TTL and dead-lettering, streams with offsets and retention, exclusive
 // queues, user_id checked). Two Sessions (two processes, say) each run a Messaging layer;
 // seeded lists of putters, workers with chosen outcomes, several appenders, readers and
-// tails, with faults anywhere (cut connections, channels the broker closes, held confirms,
+// tails, with faults anywhere (cut connections, hung brokers, channels the broker closes, held confirms,
 // a message published by another user, retention trimming the stream) and time passing.
 // After every step and at the end the invariants below are checked; a broken one is a
 // Violation whose text says which.
@@ -89,6 +89,8 @@ enum class Op : std::uint8_t {
   settle_taken,  // the oldest taken message: b % 3 = ack, nack, reject
   rpc_serve,     // an RpcServer and an RpcClient on a plain connection (port 5004)
   rpc_call,      // a call, traced when a is even
+  hang,          // session a % 2's broker goes silent (a hung node): the session gives it up
+                 // after two missed heartbeats (1 s) and dials a fresh one
 };
 
 struct Cmd {
