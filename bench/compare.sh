@@ -4,7 +4,7 @@
 # bench/wire_floor.cpp), on one throwaway broker, the same three workloads, several rounds,
 # medians. Writes a Markdown table and a PNG chart.
 #   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR]
-#                    [--baseline DIR]
+#                    [--baseline DIR [--pairs N]]
 #   (default: 5, 200000, 5, no, docs/, build-release). --build names a build directory already
 #   built (the test command's smoke round uses its own build instead of compiling a release);
 #   figures for docs/ come from the release build.
@@ -17,7 +17,9 @@
 # take turns in a rotating order. warren-uv-metrics is warren-uv with the client's metrics on
 # (`--metrics-listen`: every connection counts into a Metrics, served over HTTP, not scraped),
 # and --baseline DIR adds warren-uv-baseline, DIR/tools/warren (another build: warren before a
-# change), so what a change costs is measured in one run. W3 has a fourth client, warren-asio-receive: the same
+# change), so what a change costs is measured in one run: it runs in --pairs adjacent pairs
+# (default 3) per round and workload with warren-uv (as warren-uv-paired), each pair the other
+# way round, and the report compares the two over those pairs. W3 has a fourth client, warren-asio-receive: the same
 # consume through `co_await consumer.receive(...)` (bench/asio_receive.cpp), an owned Message
 # per delivery, with its heap allocations per message counted; and two in throughput mode
 # (warren-uv-batch, warren-asio-batch: `warren perf --read-min-bytes --read-max-wait`), and two
@@ -37,6 +39,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
+pairs=3  # --baseline: warren-uv and the baseline in this many adjacent pairs per round and workload
 count=200000
 scale_seconds=5
 io_uring=0
@@ -53,8 +56,9 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
+    --pairs) pairs=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
-    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR] [--sizes LIST]" >&2; exit 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR] [--pairs N] [--sizes LIST]" >&2; exit 2 ;;
   esac
 done
 scripts/setup-deps.sh
@@ -124,8 +128,9 @@ command_for() {
   local client=$1 workload=$2 n=$3 queue="bench-$2" kind
   case $workload in W1) kind=publish ;; W2) kind=confirm ;; W3) kind=consume ;; esac
   case $client in
-    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch | warren-uv-unbatched | warren-asio-unbatched | warren-asio-uring | warren-uv-metrics | warren-uv-baseline)
+    warren-uv | warren-asio | warren-uv-batch | warren-asio-batch | warren-uv-unbatched | warren-asio-unbatched | warren-asio-uring | warren-uv-metrics | warren-uv-baseline | warren-uv-paired)
       local driver=${client#warren-} extra=() warren=$warren
+      driver=${driver%-paired}  # warren-uv, run beside warren-uv-baseline (below)
       if [[ $driver == *-batch ]]; then driver=${driver%-batch}; extra=("${batch[@]}"); fi
       if [[ $driver == *-unbatched ]]; then driver=${driver%-unbatched}; extra=("${unbatched[@]}"); fi
       if [[ $driver == *-uring ]]; then driver=${driver%-uring}; warren=build-release-uring/tools/warren; fi
@@ -202,12 +207,21 @@ PY
 for ((r = 0; r < rounds; r++)); do
   echo "round $((r + 1)) of $rounds"
   for w in W1 W2 W3; do
-    clients=(warren-uv warren-asio rabbitmq-c pika wire-floor "${peer_clients[@]}" "${extra_clients[@]}")
+    clients=(warren-uv warren-asio rabbitmq-c pika wire-floor "${peer_clients[@]}")
+    for c in "${extra_clients[@]}"; do [[ $c == warren-uv-baseline ]] || clients+=("$c"); done
     [[ $w == W2 ]] && clients+=(warren-uv-unbatched warren-asio-unbatched)
     [[ $w == W3 ]] && clients+=(warren-asio-receive warren-uv-batch warren-asio-batch warren-uv-unbatched warren-asio-unbatched)
     for ((i = 0; i < ${#clients[@]}; i++)); do
       run "${clients[(i + r) % ${#clients[@]}]}" "$w"
     done
+    # With --baseline: the two builds in adjacent pairs, each pair the other way round, so
+    # both see the same moment of a noisy host (a rotation puts a dozen runs between them).
+    if [[ -n $baseline ]]; then
+      for ((p = 0; p < pairs; p++)); do
+        if (((p + r) % 2 == 0)); then run warren-uv-paired "$w"; run warren-uv-baseline "$w"
+        else run warren-uv-baseline "$w"; run warren-uv-paired "$w"; fi
+      done
+    fi
   done
 done
 echo "syscalls per message"

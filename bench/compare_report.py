@@ -188,6 +188,32 @@ if any(costs.values()):
             ratio = f"{v['cpu'] / base['cpu']:.2f}" if base and base["cpu"] > 0 else "-"
             lines.append(f"| {w} | {c} | {v['cpu']:.2f} | {ratio} |")
 
+# The baseline in pairs: with --baseline, compare.sh runs warren-uv (as warren-uv-paired) and
+# the baseline build next to each other, each pair the other way round; the k-th run of each
+# in a workload make the k-th pair. The ratio of each pair, then their median: what a change
+# costs, with the host's drift between rounds taken out.
+paired = {}
+for w in workloads:
+    mine = [r["result"]["cpu_us_per_msg"] for r in runs if r["client"] == "warren-uv-paired" and r["workload"] == w]
+    base = [r["result"]["cpu_us_per_msg"] for r in runs if r["client"] == "warren-uv-baseline" and r["workload"] == w]
+    ratios = [m / b for m, b in zip(mine, base) if b > 0]
+    if ratios:
+        paired[w] = (statistics.median(mine), statistics.median(base), statistics.median(ratios), len(ratios))
+if paired:
+    lines += [
+        "",
+        "## Against the baseline, in pairs",
+        "",
+        "warren-uv (this build) and warren-uv-baseline (the build `--baseline DIR` named) run in "
+        "adjacent pairs, each pair the other way round; the ratio is the median of the pairs' "
+        "ratios of CPU per message (this build over the baseline: below 1.00 is cheaper).",
+        "",
+        "| workload | pairs | this build µs/msg | baseline µs/msg | this build / baseline |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for w, (m, b, ratio, n) in paired.items():
+        lines.append(f"| {w} | {n} | {m:.2f} | {b:.2f} | {ratio:.2f} |")
+
 # Syscalls per message, one strace -c run per client and workload.
 names = ["epoll_wait", "poll", "io_uring_enter", "recvfrom", "read", "sendmsg", "sendto", "write", "epoll_ctl",
          "setsockopt", "timerfd_settime"]

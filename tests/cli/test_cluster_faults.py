@@ -167,6 +167,8 @@ class ClusterFaults(unittest.TestCase):
         self.assertGreaterEqual(len(outcomes), len(items))
         events = [r["event"] for r in records_of(err)]
         self.assertIn("session.reconnected", events, err[-2000:])
+        self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
+                         "a line that is not a record under --log-format json")
         print(f"[cluster-cli] work run ({driver}, node {fault}): {len(items)} items, {len(outcomes)} done lines, "
               f"{events.count('session.reconnecting')} reconnect attempt(s)")
 
@@ -230,6 +232,8 @@ class ClusterFaults(unittest.TestCase):
             self.assertEqual(entries.get(offset), line, f"offset {offset}")
         events = [rec["event"] for rec in records_of(err)]
         self.assertIn("session.reconnected", events, err[-2000:])
+        self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
+                         "a line that is not a record under --log-format json")
         print(f"[cluster-cli] log append ({driver}, node {fault}): {len(printed)} offsets, "
               f"{len(entries) - len(lines)} entries appended twice")
 
@@ -328,9 +332,13 @@ class ClusterFaults(unittest.TestCase):
         self.assertEqual(set(bodies), set(records), "a source record is missing from the destination")
         events = [r["event"] for r in records_of(err)]
         self.assertIn("session.reconnected", events, err[-2000:])
-        said = [line for line in err.splitlines() if line.startswith("warren: pipe ")]
+        # Said once, as a record like every other line under --log-format json.
+        said = [r for r in records_of(err) if r["event"] == "pipe.taking_again"]
         self.assertEqual(len(said), 1, err[-2000:])
-        self.assertIn("taking records again once connected", said[0])
+        self.assertIn("taking records again once connected", said[0]["cause"])
+        self.assertEqual(said[0]["level"], "warning")
+        self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
+                         "a line that is not a record under --log-format json")
         with open(status) as f:
             final = json.load(f)
         self.assertEqual(final["state"], "stopped")

@@ -14,6 +14,7 @@
 
 #include "metrics_endpoint.hpp"
 #include "password_file.hpp"
+#include "record_log.hpp"
 #include "runtime.hpp"
 #include "warren/client/connection.hpp"
 #include "warren/client/session.hpp"
@@ -121,6 +122,12 @@ class Job {
   }
 
   void fail(std::string_view what, const Error& error, int code = exit_failed);
+  // A line on stderr that is not the end (a put made again, a message the broker redelivers):
+  // "warren: <what>: <why>" as text, a record named `event` under --log-format json, so a JSON
+  // log reader never meets a line it cannot parse.
+  void say(std::string_view event, std::string_view what, std::string_view why) const {
+    print_final_line(common_.log_format, {.event = event, .level = client::Level::warning, .what = what, .why = why});
+  }
   void fail_text(std::string_view what, std::string_view why, int code = exit_failed);
   // Our own words for `cause` (a returned publish's line), its reply code kept for the record.
   void fail_text(std::string_view what, std::string_view why, const Error& cause) {

@@ -120,10 +120,8 @@ class AppendJob final : public LogJob {
         if (!said_again_) {  // once per line, however many tries it takes
           const bool maybe_twice =
               offset.error().code != make_error_code(errc::nacked) && offset.error().sent != Sent::no;
-          std::cerr << escaped_for_terminal("warren: log append " + log_->queue() + ": line " +
-                                            std::to_string(taken_) + ": " + offset.error().detail +
-                                            "; appending it again" + (maybe_twice ? " (the log may then hold it twice)" : ""))
-                    << '\n';
+          say("log.append_again", "log append " + log_->queue() + ": line " + std::to_string(taken_),
+              offset.error().detail + "; appending it again" + (maybe_twice ? " (the log may then hold it twice)" : ""));
           said_again_ = true;
         }
         appending_ = true;

@@ -18,7 +18,6 @@
 #include "shell_command.hpp"
 #include "span_file.hpp"
 #include "trace_environment.hpp"
-#include "untrusted_text.hpp"
 #include "warren/pipeline/queue_pipeline.hpp"
 #include "warren/pipeline/status_board.hpp"
 #include "warren/pipeline/topology.hpp"
@@ -269,9 +268,8 @@ class PipeJob final : public Job {
       carry(pipeline_->status());
       retired_.push_back(std::move(pipeline_));
     }
-    std::cerr << escaped_for_terminal("warren: pipe " + args_->from + ": " + why +
-                                      "; taking records again once connected (those in flight are delivered again)")
-              << '\n';
+    say("pipe.taking_again", "pipe " + args_->from,
+        why + "; taking records again once connected (those in flight are delivered again)");
     waiting_for_connection_ = true;
     if (session()->connection() && session()->connection() != conn_)  // already connected again
       driver().post([this] { reconnected(); });
@@ -421,7 +419,7 @@ class PipeJob final : public Job {
       return;
     }
     std::string why = std::string(failed_step) + ": " + std::strerror(error);  // the same failure is said once
-    if (why != status_error_) std::cerr << "warren: --status " << args_->status_file << ": " << why << '\n';
+    if (why != status_error_) say("pipe.status_unwritten", "--status " + args_->status_file, why);
     status_error_ = std::move(why);
   }
   std::string status_error_;  // the last failure to write the status file, said once

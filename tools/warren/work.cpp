@@ -59,9 +59,8 @@ class WorkJob : public LayerJob {
     // A retry level that could not be declared does not stop the worker (its retries fail
     // unconfirmed and the message stays in the work queue) but is said on stderr, never among
     // the result lines.
-    auto on_event = [](const messaging::Event& e) {
-      if (e.what == "retry-levels")
-        std::cerr << escaped_for_terminal("warren: retry levels of " + e.subject + ": " + describe(e.cause)) << '\n';
+    auto on_event = [this](const messaging::Event& e) {
+      if (e.what == "retry-levels") say("work.retry_levels_failed", "retry levels of " + e.subject, describe(e.cause));
     };
     if (auto ok = make_layer({.prefix = args_->prefix, .on_event = on_event, .observer = records(), .metrics = metrics()}); !ok)
       return ok;
@@ -187,10 +186,8 @@ class PutJob final : public WorkJob {
   void put_again(std::uint64_t number, const Error& cause) {
     if (said_.insert(cause.code.value()).second) {
       const bool maybe_twice = cause.code != make_error_code(errc::nacked) && cause.sent != Sent::no;
-      std::cerr << escaped_for_terminal("warren: work put " + queue_->queue() + ": message " + std::to_string(number) +
-                                        ": " + cause.detail + "; putting it again" +
-                                        (maybe_twice ? " (the queue may then hold it twice)" : ""))
-                << '\n';
+      say("work.put_again", "work put " + queue_->queue() + ": message " + std::to_string(number),
+          cause.detail + "; putting it again" + (maybe_twice ? " (the queue may then hold it twice)" : ""));
     }
     to_put_again_.push_back(number);
     again_->arm();
@@ -388,8 +385,7 @@ class RunJob final : public WorkJob {
   }
   void unsettled_id(std::string_view what, const std::string& id, const Error& e) {
     if (!went_away_under_it(e)) return fail(std::string(what) + " " + id, e);
-    std::cerr << escaped_for_terminal("warren: " + std::string(what) + ' ' + id + ": " + e.detail + " (the broker redelivers it)")
-              << '\n';
+    say("work.unsettled", std::string(what) + ' ' + id, e.detail + " (the broker redelivers it)");
   }
 
   void timed_out() {
