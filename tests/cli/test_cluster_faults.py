@@ -113,6 +113,11 @@ class ClusterFaults(unittest.TestCase):
                            env={**os.environ, "RMQ_KEEP_DATA": "1"}, capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def assert_only_records(self, err):
+        """Under --log-format json every stderr line is a record."""
+        self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
+                         "a line that is not a record under --log-format json")
+
     def wait_for(self, what, check, timeout=60, proc=None):
         deadline = time.monotonic() + timeout
         while not check():
@@ -167,8 +172,7 @@ class ClusterFaults(unittest.TestCase):
         self.assertGreaterEqual(len(outcomes), len(items))
         events = [r["event"] for r in records_of(err)]
         self.assertIn("session.reconnected", events, err[-2000:])
-        self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
-                         "a line that is not a record under --log-format json")
+        self.assert_only_records(err)
         print(f"[cluster-cli] work run ({driver}, node {fault}): {len(items)} items, {len(outcomes)} done lines, "
               f"{events.count('session.reconnecting')} reconnect attempt(s)")
 
@@ -232,8 +236,7 @@ class ClusterFaults(unittest.TestCase):
             self.assertEqual(entries.get(offset), line, f"offset {offset}")
         events = [rec["event"] for rec in records_of(err)]
         self.assertIn("session.reconnected", events, err[-2000:])
-        self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
-                         "a line that is not a record under --log-format json")
+        self.assert_only_records(err)
         print(f"[cluster-cli] log append ({driver}, node {fault}): {len(printed)} offsets, "
               f"{len(entries) - len(lines)} entries appended twice")
 
@@ -337,8 +340,7 @@ class ClusterFaults(unittest.TestCase):
         self.assertEqual(len(said), 1, err[-2000:])
         self.assertIn("taking records again once connected", said[0]["cause"])
         self.assertEqual(said[0]["level"], "warning")
-        self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
-                         "a line that is not a record under --log-format json")
+        self.assert_only_records(err)
         with open(status) as f:
             final = json.load(f)
         self.assertEqual(final["state"], "stopped")

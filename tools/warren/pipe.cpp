@@ -283,27 +283,21 @@ class PipeJob final : public Job {
     start_pipeline();
   }
 
-  void carry(const pipeline::Status& s) {
-    carried_.completed += s.completed;
-    carried_.skipped += s.skipped;
-    carried_.dead_lettered += s.dead_lettered;
-    carried_.failed += s.failed;
-    carried_.dropped += s.dropped;
-    carried_.slow += s.slow;
+  static void add_counts(pipeline::Status& to, const pipeline::Status& from) {
+    to.completed += from.completed;
+    to.skipped += from.skipped;
+    to.dead_lettered += from.dead_lettered;
+    to.failed += from.failed;
+    to.dropped += from.dropped;
+    to.slow += from.slow;
   }
-  // The running pipeline's status with the counts of those a loss retired added.
+  void carry(const pipeline::Status& s) { add_counts(carried_, s); }
+  // The running pipeline's status with the counts of those a loss retired added; between
+  // connections nothing is in flight and the counts are all carried.
   [[nodiscard]] pipeline::Status status_now() const {
-    pipeline::Status s = pipeline_ ? pipeline_->status() : last_;
-    if (!pipeline_) {  // between connections: nothing in flight, the counts are all carried
-      s.in_flight = 0;
-      s.completed = s.skipped = s.dead_lettered = s.failed = s.dropped = s.slow = 0;
-    }
-    s.completed += carried_.completed;
-    s.skipped += carried_.skipped;
-    s.dead_lettered += carried_.dead_lettered;
-    s.failed += carried_.failed;
-    s.dropped += carried_.dropped;
-    s.slow += carried_.slow;
+    pipeline::Status s = pipeline_ ? pipeline_->status()
+                                   : pipeline::Status{.pipeline = last_.pipeline, .queue = last_.queue, .state = last_.state};
+    add_counts(s, carried_);
     return s;
   }
 
