@@ -46,6 +46,18 @@ class ConnectionTest : public ::testing::Test {
     return c;
   }
   client::Channel channel(client::Connection& c) { return open_channel_now(driver, c); }
+  // A subscription to "q" on `ch`, its consume-ok read.
+  client::Consumer consuming(const client::Channel& ch) {
+    client::Consumer consumer;
+    Calls consumed;
+    ch.consume({.queue = "q"}, [](const client::Delivery&) {}, [&](Result<client::Consumer> r) {
+      consumed(r);
+      if (r) consumer = std::move(*r);
+    });
+    driver.run();
+    EXPECT_EQ(consumed.last, "ok");
+    return consumer;
+  }
 };
 
 // Issue 25: by default a connection asks its stream for read batching past bursts only
@@ -206,13 +218,7 @@ TEST_F(ConnectionTest, every_verb_in_flight_when_a_missed_heartbeat_ends_the_con
       ASSERT_EQ(selected.last, "ok");
     }
     if (verb == "cancel") {
-      Calls consumed;
-      ch.consume({.queue = "q"}, [](const client::Delivery&) {}, [&](Result<client::Consumer> r) {
-        consumed(r);
-        if (r) consumer = std::move(*r);
-      });
-      driver.run();
-      ASSERT_EQ(consumed.last, "ok");
+      ASSERT_NO_FATAL_FAILURE(consumer = consuming(ch));
     }
     driver.last_broker().go_silent();
     Calls told;
@@ -240,13 +246,7 @@ TEST_F(ConnectionTest, a_close_made_from_a_callback_the_loss_runs_is_told_once) 
   auto c = connected();
   auto ch = channel(*c);
   client::Consumer consumer;
-  Calls consumed;
-  ch.consume({.queue = "q"}, [](const client::Delivery&) {}, [&](Result<client::Consumer> r) {
-    consumed(r);
-    if (r) consumer = std::move(*r);
-  });
-  driver.run();
-  ASSERT_EQ(consumed.last, "ok");
+  ASSERT_NO_FATAL_FAILURE(consumer = consuming(ch));
   driver.last_broker().go_silent();
   Calls closed;
   bool open_when_told = true;
