@@ -94,6 +94,20 @@ struct BrokerWorld {
   // asked: a queue neither durable nor exclusive, global QoS, x-queue-mode,
   // x-queue-master-locator. 3.10 takes them; warren must never ask for one by default.
   std::vector<std::string> denied_in_4_3;
+  // Classic queues whose node is down, with the messages they hold when it is back: a declare
+  // of one is refused (404, "home node ... is down or inaccessible", as RabbitMQ says), nothing
+  // is routed into it and nothing in it expires.
+  std::map<std::string, std::deque<Message>> down;
+  void take_down(const std::string& name) {
+    if (auto it = queues.find(name); it != queues.end()) {
+      down[name] = std::move(it->second);
+      queues.erase(it);
+    }
+  }
+  void bring_up_all() {
+    for (auto& [name, q] : down) queues[name] = std::move(q);
+    down.clear();
+  }
   void dispatch();                      // hands queued messages to consumers, anywhere
   // A routed message into queue `name`: a stream appends it, a TTL queue stamps its expiry.
   void enqueue(const std::string& name, Message m);
@@ -698,6 +712,8 @@ class FakeBroker {
       if (auto info = world.queue_info.find(name);
           exists && info != world.queue_info.end() && info->second.exclusive_owner && info->second.exclusive_owner != id_)
         return begin_channel_close(chn, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '" + name + "' in vhost '/'", 50, 10);
+      if (world.down.contains(name))
+        return begin_channel_close(chn, 404, "NOT_FOUND - home node 'rabbit@fake' of durable queue '" + name + "' in vhost '/' is down or inaccessible", 50, 10);
       if (q->passive && !exists) return begin_channel_close(chn, 404, "NOT_FOUND - no queue '" + name + "' in vhost '/'", 50, 10);
       if (!q->passive) {
         if (!q->durable && !q->exclusive) world.denied_in_4_3.push_back("a transient non-exclusive queue: " + name);

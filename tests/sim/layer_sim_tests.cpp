@@ -18,7 +18,7 @@ rc::Gen<Op> gen_op() {
       {10, Op::advance},   {2, Op::cut},         {2, Op::close_channel}, {1, Op::hold_confirms}, {2, Op::truncate},
       {3, Op::pipe_start}, {8, Op::pipe_put},    {3, Op::pipe_release}, {2, Op::pipe_drain}, {1, Op::pipe_cut},
       {2, Op::pipe_hold},  {3, Op::member},      {2, Op::inbox},   {2, Op::backplane}, {8, Op::send},
-      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call},
+      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call}, {2, Op::hang}, {1, Op::levels_down},
   });
 }
 
@@ -53,6 +53,21 @@ void replay(const std::vector<Cmd>& cmds, bool spans = false) {
 // the simulation's hung broker: a worker cancelled while its broker is silent was never told.
 TEST(LayerRegressions, a_worker_cancelled_while_its_broker_hangs_is_told) {
   replay({{Op::worker, 0, 0}, {Op::hang, 0, 0}, {Op::stop_worker, 0, 0}});
+}
+
+// A worker in retry mode behind a broker that hangs: its retry levels cannot be declared on
+// the hung connection, and a message must not bounce between broker and worker in a loop
+// while they are missing (found by the random runs once the hung broker was drawn).
+TEST(LayerRegressions, a_retry_whose_levels_are_missing_after_a_hang_does_not_spin) {
+  replay({{Op::hang, 0, 0}, {Op::worker, 0, 0}, {Op::mode, 0, 6}, {Op::advance, 0, 4}, {Op::foreign, 0, 0}});
+}
+
+// A retry level whose node is down: each retry into it comes back unroutable and its declare
+// is a 404. The message waits out its delay in the worker before it goes back, not in a loop;
+// once the node is back, the worker declares the levels again and the retry goes through.
+TEST(LayerRegressions, a_retry_into_a_level_whose_node_is_down_waits_its_delay_then_goes_through) {
+  replay({{Op::worker, 0, 0}, {Op::advance, 0, 3}, {Op::levels_down, 0, 0}, {Op::mode, 0, 1}, {Op::foreign, 0, 0},
+          {Op::advance, 0, 4}, {Op::advance, 0, 4}, {Op::levels_down, 0, 1}, {Op::advance, 0, 4}});
 }
 
 // A message another user published is retried and dead-lettered like any other: the

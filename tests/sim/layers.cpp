@@ -49,7 +49,7 @@ const char* name(Op op) {
     X(put) X(foreign) X(worker) X(mode) X(settle_held) X(stop_worker) X(append) X(read) X(tail) X(close_tail)
     X(advance) X(cut) X(close_channel) X(hold_confirms) X(truncate) X(pipe_start) X(pipe_put) X(pipe_release)
     X(pipe_drain) X(pipe_cut) X(pipe_hold) X(member) X(inbox) X(backplane) X(send) X(app_mode) X(settle_taken)
-    X(rpc_serve) X(rpc_call) X(hang)
+    X(rpc_serve) X(rpc_call) X(hang) X(levels_down)
 #undef X
   }
   return "?";
@@ -437,6 +437,11 @@ struct LayerSim::Impl {
       case Op::hang:
         if (auto* b = broker(c.a)) b->go_silent();
         break;
+      case Op::levels_down:
+        if (c.b % 2 == 1) world.bring_up_all();
+        else
+          for (auto level : delay_levels(sides[0].jobs->options().backoff)) world.take_down(sides[0].jobs->retry_queue(level));
+        break;
       case Op::close_channel:
         if (auto* b = broker(c.a)) {
           auto open = b->open_channels();
@@ -495,6 +500,7 @@ struct LayerSim::Impl {
   void finish() {
     finishing = true;
     driver.heal();
+    world.bring_up_all();
     driver.run();
     while (!held.empty()) settle_held(0);
     if (std::none_of(workers.begin(), workers.end(), [](const auto& w) { return w->live; })) start_worker(1, 0);

@@ -91,6 +91,8 @@ enum class Op : std::uint8_t {
   rpc_call,      // a call, traced when a is even
   hang,          // session a % 2's broker goes silent (a hung node): the session gives it up
                  // after two missed heartbeats (1 s) and dials a fresh one
+  levels_down,   // the work queue's retry levels (classic queues) lose their node (b even) or
+                 // get it back (b odd): declaring one is a 404, nothing is routed into one
 };
 
 struct Cmd {

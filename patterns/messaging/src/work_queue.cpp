@@ -52,10 +52,13 @@ void declare_all(client::Channel ch, std::shared_ptr<std::vector<client::Kept<cl
 }
 
 // The republish was not confirmed (the broker may or may not have it): the original goes back
-// to the queue as it was, to be tried again, rather than sit unacked until its channel closes.
+// to the queue as it was, to be tried again, rather than sit unacked until its channel closes;
+// `pause` from now (see WorkQueue::requeue_after). The caller hears of it at once.
 template <class T>
-void unconfirmed(client::Message& original, const Error& why, const client::Callback<T>& done) {
-  (void)original.nack({.requeue = true});
+void unconfirmed(WorkQueue& queue, std::shared_ptr<client::Message> original, std::chrono::milliseconds pause,
+                 const Error& why, const client::Callback<T>& done) {
+  if (why.code == make_error_code(errc::unroutable)) queue.level_missing();
+  queue.requeue_after(std::move(original), pause);
   done(why);
 }
 
@@ -107,8 +110,9 @@ Result<void> WorkItem::release() {
     return message_.nack({.requeue = true});
   auto original = std::make_shared<client::Message>(std::move(message_));
   client::FieldTable same{{std::string(attempt_header), static_cast<std::int64_t>(attempt_)}};
-  queue_->republish(*original, queue_->queue(), std::move(same), {}, false, [original](Result<void> r) {
-    if (!r) return unconfirmed(*original, r.error(), client::Callback<void>([](Result<void>) {}));
+  queue_->republish(*original, queue_->queue(), std::move(same), {}, false, [original, queue = queue_](Result<void> r) {
+    if (!r)
+      return unconfirmed(*queue, original, queue->options().backoff.base, r.error(), client::Callback<void>([](Result<void>) {}));
     (void)original->ack();
   });
   return {};
@@ -136,15 +140,19 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
                        });
   }
   auto original = std::make_shared<client::Message>(std::move(message_));
-  queue_->republish(*original, queue_->retry_queue(delay), std::move(headers), options.error, false,
-                    [original, delay, done, queue = queue_, attempt = attempt_](Result<void> r) {
-                      if (!r) return unconfirmed(*original, r.error(), done);
-                      if (auto acked = original->ack(); !acked) return done(acked.error());
-                      queue->layer()->count(retries_metric, queue->queue());
-                      queue->layer()->observe("work.retried", client::Level::info,
-                                              queue->queue() + ": " + client::attempt_text(attempt + 1, delay));
-                      done(Retried{.dead_lettered = false, .delay = delay});
-                    });
+  // Copied: the declare below may finish after the caller's view is gone.
+  queue_->declare_again([original, delay, done, queue = queue_, attempt = attempt_, headers = std::move(headers),
+                         error = std::string(options.error)](Result<void>) mutable {
+    queue->republish(*original, queue->retry_queue(delay), std::move(headers), error, false,
+                     [original, delay, done, queue, attempt](Result<void> r) {
+                       if (!r) return unconfirmed(*queue, original, delay, r.error(), done);
+                       if (auto acked = original->ack(); !acked) return done(acked.error());
+                       queue->layer()->count(retries_metric, queue->queue());
+                       queue->layer()->observe("work.retried", client::Level::info,
+                                               queue->queue() + ": " + client::attempt_text(attempt + 1, delay));
+                       done(Retried{.dead_lettered = false, .delay = delay});
+                     });
+  });
 }
 
 void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Callback<void> done) {
@@ -170,7 +178,7 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
   std::string subject = queue_->queue() + ": " + (said ? std::get<std::string>(said->value) : std::string());
   queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error, only_ours,
                     [original, done, queue = queue_, subject = std::move(subject)](Result<void> r) {
-                      if (!r) return unconfirmed(*original, r.error(), done);
+                      if (!r) return unconfirmed(*queue, original, queue->options().backoff.base, r.error(), done);
                       queue->layer()->count(dead_letters_metric, queue->queue());
                       queue->layer()->observe("work.dead_lettered", client::Level::warning, subject);
                       done(original->ack());
@@ -250,6 +258,43 @@ void WorkQueue::declare(client::Callback<void> done) {
       done(r);
     });
   });
+}
+
+void WorkQueue::declare_again(client::Callback<void> done) {
+  if (declared_) return done(Result<void>());
+  declaring_.push_back(std::move(done));
+  if (declaring_.size() > 1) return;
+  std::weak_ptr<WorkQueue> weak = weak_from_this();
+  declare([weak](Result<void> r) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (!r) self->layer_->report({.what = "retry-levels", .subject = self->queue_, .cause = r.error()});
+    auto waiting = std::exchange(self->declaring_, {});
+    for (auto& d : waiting) d(r);
+  });
+}
+
+void WorkQueue::requeue_after(std::shared_ptr<client::Message> original, std::chrono::milliseconds pause) {
+  auto& driver = layer_->driver();
+  if (!requeue_timer_) {
+    std::weak_ptr<WorkQueue> weak = weak_from_this();
+    requeue_timer_ = driver.timer([weak] {
+      if (auto self = weak.lock()) self->requeue_due();
+    });
+  }
+  requeue_at_.emplace(driver.now() + pause, std::move(original));
+  requeue_timer_->arm(requeue_at_.begin()->first);
+}
+
+void WorkQueue::requeue_due() {
+  const auto now = layer_->driver().now();
+  while (!requeue_at_.empty() && requeue_at_.begin()->first <= now) {
+    auto original = std::move(requeue_at_.begin()->second);
+    requeue_at_.erase(requeue_at_.begin());
+    // Its channel may be gone by now: the broker has then requeued it already.
+    (void)original->nack({.requeue = true});
+  }
+  if (!requeue_at_.empty()) requeue_timer_->arm(requeue_at_.begin()->first);
 }
 
 void WorkQueue::put(const PutOptions& options, client::Callback<void> done) {

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -96,7 +97,8 @@ class WorkItem {
   [[nodiscard]] Result<void> release();
   // This attempt failed: republished through a retry level, or into the dead-letter queue
   // once `attempts` are spent; the original is acked only after the broker confirmed that.
-  // Not confirmed (an error here): the original is requeued as it was, to be tried again.
+  // Not confirmed (an error here): the original is requeued as it was, to be tried again,
+  // after the delay this retry was to wait (a dead-letter: after the backoff's base).
   void retry(RetryOptions options, client::Callback<Retried> done);
   // Straight into the dead-letter queue, with `reason`.
   void dead_letter(std::string reason, RetryOptions options, client::Callback<void> done);
@@ -141,6 +143,16 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   [[nodiscard]] static client::FieldTable republished_headers(const client::Message& original,
                                                              const client::FieldTable& add, bool only_ours);
   [[nodiscard]] double draw();
+  // Declares the topology first if a retry found a delay level missing (a republish into it
+  // came back unroutable: deleted, or lost with its node) or the first declare failed; callers
+  // meanwhile share that declare. Its failure is passed on, and a caller may publish anyway:
+  // the level it needs may be there though another is not.
+  void declare_again(client::Callback<void> done);
+  void level_missing() noexcept { declared_ = false; }
+  // A republish that was not confirmed: the original goes back to the queue `pause` from now,
+  // not at once, or a level or dead-letter queue that refuses at once would bounce it between
+  // the broker and this worker in a loop. It holds its prefetch slot meanwhile.
+  void requeue_after(std::shared_ptr<client::Message> original, std::chrono::milliseconds pause);
 
  private:
   WorkQueue(std::shared_ptr<Messaging> layer, WorkQueueOptions options);
@@ -150,6 +162,10 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   WorkQueueOptions options_;
   std::string queue_, dlq_;
   bool declared_ = false;
+  std::vector<client::Callback<void>> declaring_;  // waiting for declare_again's declare
+  std::multimap<engine::Instant, std::shared_ptr<client::Message>> requeue_at_;
+  std::unique_ptr<client::Timer> requeue_timer_;
+  void requeue_due();
   std::mt19937_64 random_;
 };
 
