@@ -572,6 +572,31 @@ class Work(unittest.TestCase):
         self.assertEqual(self.lines(r.stdout.decode()), [("done", "attempt=1")])
         self.assertIn(f"warren: retry levels of {self.prefix}.{q}: precondition failed (406)", r.stderr.decode())
 
+    def test_a_retry_level_deleted_under_the_worker_is_declared_again_and_the_run_goes_on(self):
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                q = "gone-" + driver
+                level = f"{self.prefix}.{q}.retry.100"
+                self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "x"))
+                mark = f"/tmp/{self.prefix}.{driver}.deleted"
+                self.addCleanup(lambda m=mark: os.path.exists(m) and os.remove(m))
+                # The first run of the command deletes the level the worker declared, as an
+                # operator (or a lost node) would; attempt 1 fails, attempt 2 succeeds.
+                cmd = (f'if [ ! -e {mark} ]; then touch {mark}; {CTL} -q delete_queue {level} >/dev/null; fi; '
+                       '[ "$WARREN_ATTEMPT" -ge 2 ] || exit 3')
+                r = warren("work", "run", "--queue", q, "--prefix", self.prefix, "--driver", driver, "--exec", cmd,
+                           "--backoff-base-ms", "100", "--backoff-max-ms", "100", "--count", "1", "--timeout", "30")
+                err = r.stderr.decode(errors="replace")
+                # The previous binary exited 1 here ("retry <id>: unroutable ...").
+                self.assertEqual(r.returncode, 0, err)
+                # Attempt 1 is retried twice (the first came back unroutable), then done at attempt 2.
+                self.assertEqual(self.lines(r.stdout.decode()), [("retry", "attempt=1"), ("done", "attempt=2")])
+                said = err.splitlines()
+                self.assertEqual(len(said), 1, err)
+                self.assertRegex(said[0], r"^warren: retry \S+: .*unroutable.* \(it goes back to the queue\)$")
+                self.assertEqual(self.depth(level), 0)  # declared again
+                self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
+
     def test_timeout_and_usage_errors(self):
         r = warren("work", "run", "--queue", "idle", "--prefix", self.prefix, "--exec", "true", "--count", "1",
                    "--timeout", "1")

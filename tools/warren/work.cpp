@@ -384,8 +384,13 @@ class RunJob final : public WorkJob {
     unsettled_id(what, shown_id(item.message_id()), e);
   }
   void unsettled_id(std::string_view what, const std::string& id, const Error& e) {
-    if (!went_away_under_it(e)) return fail(std::string(what) + " " + id, e);
-    say("work.unsettled", std::string(what) + ' ' + id, e.detail + " (the broker redelivers it)");
+    if (went_away_under_it(e)) return say("work.unsettled", std::string(what) + ' ' + id, e.detail + " (the broker redelivers it)");
+    // A retry's republish the broker did not take (a nack, no confirm in time, a delay level
+    // gone): the layer hands the message back to the queue after the retry's delay, and the
+    // next retry declares the levels again (docs/messaging.md).
+    if (what == "retry" && (worth_making_again(e) || e.code == make_error_code(errc::unroutable)))
+      return say("work.unsettled", std::string(what) + ' ' + id, describe(e) + " (it goes back to the queue)");
+    fail(std::string(what) + " " + id, e);
   }
 
   void timed_out() {
