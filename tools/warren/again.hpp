@@ -29,6 +29,12 @@ class Again {
     timer_->arm(driver_.now() + pause_);
     pause_ = std::min(pause_ * 2, longest);
   }
+  // The job is closing (it finished, failed or stops): nothing is made again, and the timer
+  // no longer holds the loop (a failure would otherwise wait out a pause of up to 5 s).
+  void cancel() {
+    if (timer_) timer_->cancel();
+    armed_ = false;
+  }
   // One landed: the next failure waits the shortest pause again.
   void landed() { pause_ = shortest; }
   [[nodiscard]] bool armed() const noexcept { return armed_; }

@@ -151,6 +151,10 @@ class AppendJob final : public LogJob {
   bool appending_ = false;
   bool said_again_ = false;  // this line's append is being made again (said on stderr)
   std::optional<Again> again_;  // from start(): the loop is made as the job runs
+  void closing() override {
+    if (again_) again_->cancel();
+    LogJob::closing();
+  }
   std::uint64_t appended_ = 0;  // offsets printed
   std::uint64_t taken_ = 0;     // lines taken from the input: line_ is this one (1-based)
 };
@@ -291,6 +295,10 @@ class ReadJob final : public LogJob {
   bool following_ = false;
   std::shared_ptr<messaging::LogTail> tail_;
   std::optional<Again> again_;  // a catch-up page the loss of its connection ended
+  void closing() override {
+    if (again_) again_->cancel();
+    LogJob::closing();
+  }
 };
 
 void add_log_names(CLI::App& cmd, LogArgs& args) {

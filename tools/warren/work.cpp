@@ -211,6 +211,10 @@ class PutJob final : public WorkJob {
   std::map<std::uint64_t, std::pair<std::string, std::string>> unconfirmed_;  // body and message_id, until its outcome
   std::vector<std::uint64_t> to_put_again_;  // when again_ fires
   std::optional<Again> again_;  // from start(): the loop is made as the job runs
+  void closing() override {
+    if (again_) again_->cancel();
+    WorkJob::closing();
+  }
   std::set<int> said_;  // the causes of a put made again said on stderr (error codes)
 };
 
