@@ -614,7 +614,8 @@ class Cli(unittest.TestCase):
         for driver in ("uv", "asio"):
             with self.subTest(driver=driver):
                 start = time.monotonic()
-                r = warren("consume", "--queue", "q", "--timeout", "30", "--driver", driver,
+                # A command that does not recover (consume would dial again, as after any loss).
+                r = warren("rpc", "call", "--queue", "q", "--body", "x", "--timeout", "30", "--driver", driver,
                            url=f"amqp://127.0.0.1:{broker.port}")
                 self.assertLess(time.monotonic() - start, 5)
                 self.assertEqual(r.returncode, 1)
@@ -624,7 +625,9 @@ class Cli(unittest.TestCase):
         broker = fake_broker.FakeBroker(fake_broker.silent_after_open)
         self.addCleanup(broker.close)
         start = time.monotonic()
-        r = warren("consume", "--queue", "q", "--timeout", "30", url=f"amqp://127.0.0.1:{broker.port}?heartbeat=1")
+        # A command that does not recover (consume would dial again, as after any loss).
+        r = warren("rpc", "call", "--queue", "q", "--body", "x", "--timeout", "30",
+                   url=f"amqp://127.0.0.1:{broker.port}?heartbeat=1")
         elapsed = time.monotonic() - start
         self.assertEqual(r.returncode, 1)
         self.assertLess(elapsed, 4, "a 1 s heartbeat must notice silence within about 2 s")

@@ -1,7 +1,9 @@
 """The long-running commands on the three-node cluster (scripts/cluster-start.sh:
 RMQ_CLUSTER_PORTS, RMQ_CLUSTER_DIRS) under faults (issue 39): the node a command is connected
-to hangs (SIGSTOP past the heartbeat, then SIGCONT) or is killed (SIGKILL, then started again
-with its data). `warren work run` and `warren log append` go on through another node, and
+to hangs (SIGSTOP past the heartbeat, then SIGCONT), is killed (SIGKILL, then started again
+with its data), or sits behind a lossy link (tests/cluster/lossy_link.py: delays, stalls as
+lost packets cost, and a partition past the heartbeat). `warren work run` and `warren log
+append` go on through another node, and
 after each run the invariants are checked against the broker: every confirmed put was done
 (at least once) and nothing is left in the queue or its dead-letter queue; every printed offset
 holds the line it was printed for. Each command exits by itself when its job ends.
@@ -20,7 +22,12 @@ import time
 import unittest
 import uuid
 
+import sys
+
 import pika
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+from lossy_link import LossyLink  # noqa: E402
 
 WARREN = os.environ.get("WARREN", "")
 PORTS = os.environ.get("RMQ_CLUSTER_PORTS", "").split()
@@ -29,8 +36,9 @@ SCRIPTS = os.environ.get("RMQ_SCRIPTS", "")
 HANG_SECONDS = 6  # with ?heartbeat=1 the client gives the node up after about 2 s
 
 
-def url(*nodes, heartbeat=None):
-    hosts = ",".join(f"127.0.0.1:{PORTS[n]}" for n in nodes)
+def url(*nodes, heartbeat=None, first_port=None):
+    """Nodes by index; `first_port` dialled first (a lossy link to node 1) when given."""
+    hosts = ",".join(([f"127.0.0.1:{first_port}"] if first_port else []) + [f"127.0.0.1:{PORTS[n]}" for n in nodes])
     query = f"?heartbeat={heartbeat}" if heartbeat else ""
     return f"amqp://guest:guest@{hosts}/%2f{query}"
 
@@ -113,6 +121,14 @@ class ClusterFaults(unittest.TestCase):
                            env={**os.environ, "RMQ_KEEP_DATA": "1"}, capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def lossy_link(self):
+        """A lossy link to node 1, impaired from now on: every chunk delayed 1-25 ms, 3% of
+        them stalled 200-800 ms (a lost packet's retransmission). link.blackout() partitions it."""
+        link = LossyLink(PORTS[0], seed=int(os.environ.get("WARREN_TEST_SEED", "39")))
+        self.addCleanup(link.close)
+        link.impair(delay_ms=(1, 25), stall_chance=0.03, stall_ms=(200, 800))
+        return link
+
     def assert_only_records(self, err):
         """Under --log-format json every stderr line is a record."""
         self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
@@ -136,10 +152,12 @@ class ClusterFaults(unittest.TestCase):
         r = self.warren("work", "put", "--queue", "jobs", "--driver", driver, stdin=("\n".join(items) + "\n").encode())
         self.assertEqual(r.returncode, 0, r.stderr)
         done_file = os.path.join(self.tmp, "done")
+        link = self.lossy_link() if fault == "lossy" else None
+        dial = url(1, 2, heartbeat=1, first_port=link.port) if link else url(0, 1, 2, heartbeat=1)
         worker = subprocess.Popen(
             [WARREN, "work", "run", "--queue", "jobs", "--prefix", self.prefix, "--driver", driver,
              "--exec", f"printf '%s\\n' \"$(cat)\" >> {done_file}; sleep 0.02",
-             "--log-level", "info", "--log-format", "json", "--url", url(0, 1, 2, heartbeat=1)],
+             "--log-level", "info", "--log-format", "json", "--url", dial],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: worker.poll() is None and worker.kill())
 
@@ -156,6 +174,10 @@ class ClusterFaults(unittest.TestCase):
             self.wait_for("every item, through another node", lambda: set(done_items()) == set(items), timeout=90,
                           proc=worker)
             t.join()
+        elif fault == "lossy":
+            link.blackout(4.0)  # past two heartbeats of 1 s
+            self.wait_for("every item, over the lossy link or another node", lambda: set(done_items()) == set(items),
+                          timeout=90, proc=worker)
         else:
             self.kill_and_restart(0)
             self.wait_for("every item, through another node", lambda: set(done_items()) == set(items), timeout=90,
@@ -174,13 +196,16 @@ class ClusterFaults(unittest.TestCase):
         self.assertIn("session.reconnected", events, err[-2000:])
         self.assert_only_records(err)
         print(f"[cluster-cli] work run ({driver}, node {fault}): {len(items)} items, {len(outcomes)} done lines, "
-              f"{events.count('session.reconnecting')} reconnect attempt(s)")
+              f"{events.count('session.reconnecting')} reconnect attempt(s)" + (f", link {link.counts}" if link else ""))
 
     def test_work_run_goes_on_through_a_hung_node_uv(self):
         self.work_through("uv", "hang")
 
     def test_work_run_goes_on_through_a_hung_node_asio(self):
         self.work_through("asio", "hang")
+
+    def test_work_run_goes_on_over_a_lossy_link_asio(self):
+        self.work_through("asio", "lossy")
 
     def test_work_run_goes_on_when_its_node_is_killed_asio(self):
         self.work_through("asio", "kill")
@@ -193,9 +218,11 @@ class ClusterFaults(unittest.TestCase):
         r = self.warren("log", "append", "--log", "events", "--driver", driver, stdin=(lines[0] + "\n").encode())
         self.assertEqual(r.returncode, 0, r.stderr)
         first_offset = int(r.stdout.decode().strip())
+        link = self.lossy_link() if fault == "lossy" else None
+        dial = url(1, 2, heartbeat=1, first_port=link.port) if link else url(0, 1, 2, heartbeat=1)
         appender = subprocess.Popen(
             [WARREN, "log", "append", "--log", "events", "--prefix", self.prefix, "--driver", driver,
-             "--log-level", "info", "--log-format", "json", "--url", url(0, 1, 2, heartbeat=1)],
+             "--log-level", "info", "--log-format", "json", "--url", dial],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: appender.poll() is None and appender.kill())
         printed = []
@@ -214,6 +241,8 @@ class ClusterFaults(unittest.TestCase):
                 self.wait_for("20 offsets", lambda: len(printed) >= 19, proc=appender)
                 if fault == "hang":
                     faulted = self.hang(0)
+                elif fault == "lossy":
+                    link.blackout(4.0)  # past two heartbeats of 1 s
                 else:
                     self.kill_and_restart(0)
             time.sleep(0.05)
@@ -238,10 +267,13 @@ class ClusterFaults(unittest.TestCase):
         self.assertIn("session.reconnected", events, err[-2000:])
         self.assert_only_records(err)
         print(f"[cluster-cli] log append ({driver}, node {fault}): {len(printed)} offsets, "
-              f"{len(entries) - len(lines)} entries appended twice")
+              f"{len(entries) - len(lines)} entries appended twice" + (f", link {link.counts}" if link else ""))
 
     def test_log_append_goes_on_through_a_hung_node_uv(self):
         self.append_through("uv", "hang")
+
+    def test_log_append_goes_on_over_a_lossy_link_uv(self):
+        self.append_through("uv", "lossy")
 
     def test_log_append_goes_on_when_its_node_is_killed_uv(self):
         self.append_through("uv", "kill")
@@ -284,6 +316,58 @@ class ClusterFaults(unittest.TestCase):
         events = [rec["event"] for rec in records_of(err)]
         self.assertIn("session.reconnected", events, err[-2000:])
         print(f"[cluster-cli] log read --follow (asio, node hang): {len(printed)} entries, each once, in order")
+
+    # ---- a plain consumer
+
+    def test_consume_goes_on_through_a_hung_node_uv(self):
+        """`warren consume --count` whose node hangs: it consumes again through another node, and
+        prints every message (at least once: what it printed and had not acked yet comes again),
+        then exits 0 with the queue empty."""
+        q = f"{self.prefix}.plain"
+        connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(PORTS[1])))
+        self.addCleanup(connection.close)
+        channel = connection.channel()
+        channel.queue_declare(q, durable=True, arguments={"x-queue-type": "quorum"})  # led by node 2
+        channel.confirm_delivery()
+        bodies = [f"message-{i:03d}" for i in range(60)]
+        consumer = subprocess.Popen(
+            [WARREN, "consume", "--queue", q, "--count", str(len(bodies)), "--prefetch", "5", "--driver", "uv",
+             "--log-level", "info", "--log-format", "json", "--url", url(0, 1, 2, heartbeat=1)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: consumer.poll() is None and consumer.kill())
+        printed = []
+
+        def read_lines():
+            for line in consumer.stdout:
+                printed.append(line.rstrip("\n"))
+
+        t = threading.Thread(target=read_lines)
+        t.start()
+        for b in bodies[:20]:
+            channel.basic_publish("", q, b.encode(), pika.BasicProperties(delivery_mode=2))
+        self.wait_for("the first 20", lambda: len(printed) >= 20, proc=consumer)
+        hung = self.hang(0)
+        time.sleep(0.5)
+        for b in bodies[20:]:
+            channel.basic_publish("", q, b.encode(), pika.BasicProperties(delivery_mode=2))
+        hung.join()
+        consumer.wait(timeout=60)
+        t.join()
+        err = consumer.stderr.read()
+        # The previous binary exited 1 ("timed out: no traffic from the broker ...").
+        self.assertEqual(consumer.returncode, 0, err[-2000:])
+        self.assertEqual(len(printed), len(bodies), err[-2000:])
+        self.assertEqual(printed[:20], bodies[:20])
+        # Every message printed; any printed twice was one whose ack the hang took.
+        missing = set(bodies) - set(printed)
+        twice = len(printed) - len(set(printed))
+        self.assertLessEqual(len(missing), twice, f"missing {sorted(missing)}")
+        events = [rec["event"] for rec in records_of(err)]
+        self.assertIn("session.reconnected", events, err[-2000:])
+        self.assert_only_records(err)
+        # What --count left unprinted is still in the queue, never lost.
+        self.wait_for("the rest in the queue", lambda: self.queue_counts(q) == (len(missing), 0), timeout=30)
+        print(f"[cluster-cli] consume (uv, node hang): {len(printed)} printed, {twice} twice")
 
     # ---- the pipe
 

@@ -9,8 +9,11 @@ On a three-node cluster of its own (scripts/cluster-start.sh), under steady load
   `warren pipe` (uv, --exec cat) moves into another;
 while faults are drawn at random from SEED every 20-40 s, each on a node drawn the same way:
 hang (SIGSTOP for 5-15 s, then SIGCONT; only nodes 1 and 3, which lead no queue), kill
-(SIGKILL, then started again with its data; any node), or nothing. Every process dials all three hosts with ?heartbeat=2. Every 5 s the resident memory
-(RSS) of each warren process is sampled.
+(SIGKILL, then started again with its data; any node), a partition of the link to node 1
+(nothing forwarded for 5-15 s), or nothing. Every process dials all three hosts with
+?heartbeat=2, node 1 through a lossy link (tests/cluster/lossy_link.py: every chunk delayed
+1-10 ms, 1% of them stalled 200-800 ms as a lost packet's retransmission would). Every 5 s the
+resident memory (RSS) of each warren process is sampled.
 
 At the end the producers stop, the workers drain the queue, and the invariants are checked:
 every confirmed put was done at least once (each worker's file), nothing is left in the queue
@@ -32,6 +35,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WARREN = os.environ.get("WARREN", os.path.join(ROOT, "build", "tools", "warren"))
 SCRIPTS = os.path.join(ROOT, "scripts")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lossy_link import LossyLink  # noqa: E402
 
 
 PRODUCERS = ("put", "append", "pipe-put")  # end with their input; the others run until stopped
@@ -55,7 +60,8 @@ class Soak:
         self.rng = random.Random(seed)
         self.dir = tempfile.mkdtemp(prefix="warren-soak.")
         self.prefix = f"soak{seed}"
-        self.faults = {"hang": 0, "kill": 0, "none": 0}
+        self.faults = {"hang": 0, "kill": 0, "partition": 0, "none": 0}
+        self.link = None  # the lossy link to node 1, once the cluster is up
         self.fault_log = []
         self.rss = {}  # name -> [kb, ...]
         self.procs = {}
@@ -69,13 +75,16 @@ class Soak:
         env = dict(line.split("=", 1) for line in r.stdout.split("\n") if "=" in line)
         self.ports = env["RMQ_CLUSTER_PORTS"].strip('"').split()
         self.dirs = env["RMQ_CLUSTER_DIRS"].strip('"').split()
+        self.link = LossyLink(self.ports[0], seed=self.seed)
+        self.link.impair(delay_ms=(1, 10), stall_chance=0.01, stall_ms=(200, 800))
 
     def stop_cluster(self):
         subprocess.run([os.path.join(SCRIPTS, "cluster-stop.sh"), os.path.join(self.dir, "cluster"), "--purge"],
                        capture_output=True, timeout=300)
 
     def url(self, nodes=(0, 1, 2)):
-        hosts = ",".join(f"127.0.0.1:{self.ports[n]}" for n in nodes)
+        # Node 1 only through the lossy link.
+        hosts = ",".join(f"127.0.0.1:{self.link.port if n == 0 else self.ports[n]}" for n in nodes)
         return f"amqp://guest:guest@{hosts}/%2f?heartbeat=2"
 
     def spawn(self, name, args, stdin=False, prefix=True):
@@ -127,7 +136,7 @@ class Soak:
         while time.monotonic() < deadline - 30:
             if self.stop.wait(self.rng.uniform(20, 40)):
                 return
-            kind = self.rng.choice(["hang", "hang", "kill", "none"])
+            kind = self.rng.choice(["hang", "hang", "kill", "partition", "none"])
             # A hang only of a node that leads neither queue (node 2 leads both): the others give
             # a hung node up only after net_ticktime (60 s), and what it leads answers nothing
             # until then, whatever the client (docs/warren-cli.md). A kill is seen at once.
@@ -141,6 +150,11 @@ class Soak:
                 time.sleep(seconds)
                 os.kill(pid, signal.SIGCONT)
                 self.fault_log.append(f"hang node {node + 1} for {seconds:.1f} s")
+            elif kind == "partition":
+                seconds = self.rng.uniform(5, 15)
+                self.link.blackout(seconds)
+                time.sleep(seconds)
+                self.fault_log.append(f"partition of the link to node 1 for {seconds:.1f} s")
             elif kind == "kill":
                 pid = self.node_pid(node)
                 os.kill(pid, signal.SIGKILL)
@@ -346,7 +360,9 @@ class Soak:
         print()
         print(f"Seed {self.seed}, {self.minutes} minutes, warren {WARREN}.")
         print()
-        print(f"- faults: {self.faults['hang']} hang(s), {self.faults['kill']} kill(s), {self.faults['none']} quiet turn(s)")
+        print(f"- faults: {self.faults['hang']} hang(s), {self.faults['kill']} kill(s), "
+              f"{self.faults['partition']} partition(s) of the link to node 1, {self.faults['none']} quiet turn(s); "
+              f"the lossy link: {self.link.counts['connections']} connections, {self.link.counts['stalls']} stalls")
         print(f"- work queue: {put_lines} items put, {len(done)} runs ({len(done) - len(set(done))} again after a fault), "
               f"{len(outcomes)} result lines")
         print(f"- log: {len(offsets)} lines appended, {max(twice, 0)} appended twice after a fault; "

@@ -4,6 +4,11 @@
 // rest would only go back to the queue marked redelivered). With --no-ack and --count the
 // messages are fetched one at a time (basic.get), because a no-ack consumer cannot be
 // limited and what it was sent past N would be lost.
+//
+// A lost connection (a node killed, or hung past the heartbeat) is not the end once the first
+// was made: the job runs over a Session and consumes again on its next connection. What was
+// printed and not yet acked (the acks held back for --count) is delivered again and printed
+// again: at least once. The basic.get loop of --no-ack --count does not recover.
 #include <algorithm>
 #include <iostream>
 
@@ -38,26 +43,78 @@ class ConsumeJob final : public Job {
     return {};
   }
 
+  [[nodiscard]] bool recovers() const override { return !(args_->no_ack && args_->count > 0); }
+
   void start() override {
     if (args_->timeout_s) {
       deadline_timer_ = driver().timer([this] { timed_out(); });
       deadline_timer_->arm(started_ + from_seconds(*args_->timeout_s));
     }
     if (args_->no_ack && args_->count > 0) return get_next();
-    std::uint16_t prefetch = args_->prefetch.value_or(250);
-    if (args_->count > 0) prefetch = static_cast<std::uint16_t>(std::min<std::uint64_t>(prefetch, args_->count));
+    subscribe();
+  }
+
+  // On the session's current connection: a channel of its own, then the consumer.
+  void subscribe() {
+    if (!session()) return consume_on(channel_);
+    on_connection_ = session()->connection();
+    session()->open_channel([this, generation = ++generation_](Result<client::Channel> ch) {
+      if (generation != generation_ || done_ || failed() || stopping()) return;
+      if (!ch) {
+        if (connection_went(ch.error())) return wait_for_connection();
+        return fail("channel.open", ch.error());
+      }
+      session_channel_ = std::move(*ch);
+      consume_on(session_channel_);
+    });
+  }
+  void consume_on(const client::Channel& ch) {
+    // The prefetch is at most what is left of the count (after a loss: of what is left).
+    std::uint64_t prefetch = args_->prefetch.value_or(250);
+    if (args_->count > 0) prefetch = std::min<std::uint64_t>(prefetch, args_->count - received_);
     prefetch_ = prefetch;
-    channel_.consume(
-        {.queue = args_->queue, .auto_ack = args_->no_ack, .prefetch = prefetch},
+    ch.consume(
+        {.queue = args_->queue, .auto_ack = args_->no_ack, .prefetch = static_cast<std::uint16_t>(prefetch)},
         [this](const client::Delivery& d) { on_message(d); },
         [this](Result<client::Consumer> c) {
-          if (!c) return fail("consume " + args_->queue, c.error());
+          if (done_ || failed()) return;
+          if (!c) {
+            if (connection_went(c.error())) return wait_for_connection();
+            return fail("consume " + args_->queue, c.error());
+          }
           consumer_ = std::move(*c);
-          // Our own cancel comes only once the count is reached; any other end is a failure.
+          // Our own cancel comes only once the count is reached; a lost connection is consumed
+          // again on the next; any other end (the queue deleted, the channel closed by the
+          // broker) is a failure.
           consumer_.on_ended([this](const Error& cause) {
-            if (!failed() && !done_) fail("consume " + args_->queue, cause);
+            if (failed() || done_) return;
+            if (connection_went(cause)) return wait_for_connection();
+            fail("consume " + args_->queue, cause);
           });
         });
+  }
+
+  // The connection went away (not only the channel): the session dials again.
+  [[nodiscard]] bool connection_went(const Error& e) const {
+    if (!session() || !went_away_under_it(e)) return false;
+    const auto& now = session()->connection();
+    return e.connection_ended || e.code != make_error_code(errc::channel_closed) || !now || !now->is_open() ||
+           now != on_connection_;
+  }
+  void wait_for_connection() {
+    if (waiting_for_connection_) return;
+    waiting_for_connection_ = true;
+    held_.reset();  // its channel is gone: the broker delivers it again
+    // The end may come after the session is connected again (a consumer's end reaches the
+    // job after the session's status does on a heartbeat timeout).
+    if (session()->connection() && session()->connection() != on_connection_) driver().post([this] { reconnected(); });
+  }
+  void reconnected() override {
+    if (!waiting_for_connection_ || done_ || failed() || stopping()) return;
+    const auto& now = session()->connection();
+    if (!now || now == on_connection_) return;
+    waiting_for_connection_ = false;
+    subscribe();
   }
 
   bool print(const engine::Message& m) {
@@ -134,6 +191,12 @@ class ConsumeJob final : public Job {
   engine::Instant started_ = std::chrono::steady_clock::now();
   std::unique_ptr<client::Timer> deadline_timer_, poll_timer_;
   client::Consumer consumer_;  // held while the subscription runs: dropping it cancels
+  // With a session: the connection the subscription runs on, its channel, and whether the job
+  // waits for the next connection to consume again.
+  std::shared_ptr<client::Connection> on_connection_;
+  client::Channel session_channel_;
+  std::uint64_t generation_ = 0;
+  bool waiting_for_connection_ = false;
   std::optional<client::Message> held_;  // the last message printed whose ack is held back
   std::uint64_t received_ = 0;
   std::uint64_t prefetch_ = 0;
