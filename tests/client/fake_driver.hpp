@@ -98,6 +98,9 @@ struct BrokerWorld {
   // of one is refused (404, "home node ... is down or inaccessible", as RabbitMQ says), nothing
   // is routed into it and nothing in it expires.
   std::map<std::string, std::deque<Message>> down;
+  // Streams that take appends (and confirm them) but deliver nothing to their consumers for a
+  // while: a leader or a replica hung, or a cluster electing a leader. dispatch() when unset.
+  bool streams_paused = false;
   void take_down(const std::string& name) {
     if (auto it = queues.find(name); it != queues.end()) {
       down[name] = std::move(it->second);
@@ -577,6 +580,7 @@ class FakeBroker {
       if (chit == channels_.end() || chit->second.closing) continue;
       if (!c.no_ack && full(chit->second, tag, c)) continue;  // prefetch reached: RabbitMQ waits for acks
       if (auto s = config_.world->streams.find(c.queue); s != config_.world->streams.end()) {
+        if (config_.world->streams_paused) continue;
         c.cursor = std::max(c.cursor, s->second.first);  // retention passed it: on from the oldest
         if (c.cursor >= s->second.end()) continue;
         const auto offset = c.cursor++;

@@ -19,6 +19,15 @@ namespace {
 // silence, and reads at most this long after its first delivery: the chunk arrives at once,
 // and what comes later was appended after the look began.
 constexpr std::chrono::milliseconds last_chunk_look{200};
+// How long a confirmed append waits for the stream to show its entry (a stream that delivers
+// nothing while a leader is elected or a member hangs), looking again every first wait (5 s).
+constexpr std::chrono::seconds read_back_patience{60};
+
+// A look that ended without an answer the stream gave: worth making again.
+bool transient(const Error& e) {
+  return e.connection_ended || e.code == make_error_code(errc::timeout) || e.code == make_error_code(errc::channel_closed) ||
+         e.code == make_error_code(errc::connection_closed) || e.code == make_error_code(errc::connection_lost);
+}
 
 class Reader : public std::enable_shared_from_this<Reader> {
  public:
@@ -171,14 +180,15 @@ void Log::append(const AppendOptions& options, client::Callback<std::uint64_t> d
                   client::as_bytes(*body), [self, id, done](Result<engine::PublishOutcome> sent) {
                     if (!sent) return done(sent.error());
                     // The extra round trip: read the last chunk back and find this entry in it.
-                    self->find_entry(id, wire::FieldValue("last"), std::nullopt, 64, done);
+                    self->find_entry(id, wire::FieldValue("last"), std::nullopt, 64,
+                                     self->layer_->driver().now() + read_back_patience, done);
                   });
     });
   });
 }
 
 void Log::find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, std::optional<std::uint64_t> below,
-                     std::uint64_t window, client::Callback<std::uint64_t> done) {
+                     std::uint64_t window, engine::Instant give_up_at, client::Callback<std::uint64_t> done) {
   auto found = std::make_shared<std::optional<std::uint64_t>>();
   auto lowest = std::make_shared<std::optional<std::uint64_t>>();
   auto self = shared_from_this();
@@ -194,8 +204,14 @@ void Log::find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, st
         if (d.properties().message_id == std::string_view(*id)) *found = offset;
         return found->has_value();
       },
-      [self, id, found, lowest, below, start, window, done](Result<bool> r) {
-        if (!r) return done(r.error());
+      [self, id, found, lowest, below, start, window, give_up_at, done](Result<bool> r) {
+        const bool patient = self->layer_->driver().now() < give_up_at;
+        if (!r) {
+          // Its channel or connection went: again, on a new channel (a Session's next connection).
+          if (patient && transient(r.error()) && (self->layer_->recovers() || self->layer_->connection_open()))
+            return self->find_entry(id, start, below, window, give_up_at, done);
+          return done(r.error());
+        }
         if (*found) return done(**found);
         // Confirmed before this look began, so it lies before everything this look saw: another
         // appender's chunk came after it. Look further back, a wider window each time.
@@ -203,11 +219,15 @@ void Log::find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, st
         const std::optional<std::uint64_t> looked_from =
             from ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(*from)) : std::optional<std::uint64_t>();
         const std::optional<std::uint64_t> edge = looked_from ? looked_from : *lowest;
-        if (!edge) return done(make_error(errc::timeout, "appended, but the stream showed no entry in time"));
+        if (!edge) {  // the stream delivered nothing within the first wait: look again, the entry is there
+          if (patient) return self->find_entry(id, start, below, window, give_up_at, done);
+          return done(make_error(errc::timeout, "appended, but the stream showed no entry within " +
+                                                    std::to_string(read_back_patience.count()) + " s"));
+        }
         if (*edge == 0)  // back at the stream's start
           return done(make_error(errc::not_found, "appended, but its entry was not found reading back from the tip"));
         const std::uint64_t back = std::min<std::uint64_t>(*edge, window);
-        self->find_entry(id, wire::FieldValue(static_cast<std::int64_t>(*edge - back)), edge, window * 4, done);
+        self->find_entry(id, wire::FieldValue(static_cast<std::int64_t>(*edge - back)), edge, window * 4, give_up_at, done);
       },
       // The look at the last chunk ends its idle after its first entry even while others
       // append; a look further back ends where the previous one began (`below`).

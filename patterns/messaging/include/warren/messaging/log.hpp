@@ -4,7 +4,10 @@
 // - append() publishes (confirmed), then reads the stream's last chunk back to find the
 //   entry's offset by its message_id: AMQP 0-9-1 never reports where a publish landed, so this
 //   costs a round trip (more when other appenders' chunks came after it: it then reads back
-//   further, a widening window at a time, until it finds its own entry).
+//   further, a widening window at a time, until it finds its own entry). A stream that
+//   delivers nothing for a while (a leader being elected, a member hung) delays the offset,
+//   looked for again every 5 s for up to 60 s after the confirm, and so does a read-back
+//   whose channel or connection was lost: the entry is there, so append() is not failed.
 // - read() is a catch-up page: it reads the tip first (there is no tip query: consume from
 //   "last", take the highest offset), then reads from `from` and is complete when it reaches
 //   that tip; a delivery that pauses longer than `idle` hands back an incomplete page (ask
@@ -111,8 +114,10 @@ class Log : public std::enable_shared_from_this<Log> {
   void oldest(client::Callback<std::optional<std::uint64_t>> done);  // the first retained offset
   // The offset of the entry with message_id `id`: read from `start` (below `below`, when set);
   // not there, then from `window` offsets before where that look began, 4 times wider each time.
+  // A look that saw nothing, or that a lost channel or connection ended, is made again until
+  // `give_up_at` (read_back_patience after the confirm): the entry is there, confirmed.
   void find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, std::optional<std::uint64_t> below,
-                  std::uint64_t window, client::Callback<std::uint64_t> done);
+                  std::uint64_t window, engine::Instant give_up_at, client::Callback<std::uint64_t> done);
   // A From with its own copy of the position: what a read or a tail keeps past the call.
   struct Start {
     std::string position;

@@ -1,0 +1,65 @@
+// Log::append on the fake driver's virtual clock (no broker): an append is confirmed, then its
+// offset is read back from the stream. A stream that delivers nothing to its readers for a
+// while (its leader hung, a leader being elected) must not turn a confirmed append into an
+// error: the soak of issue 39 saw `log append` exit 1 with "appended, but the stream showed no
+// entry in time" after a node hung, for an entry the stream had.
+#include <gtest/gtest.h>
+
+#include "client/fake_driver.hpp"
+#include "warren/client/connection.hpp"
+#include "warren/client/url.hpp"
+#include "warren/messaging/log.hpp"
+
+namespace warren::test {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace warren::messaging;
+
+class LogAppend : public ::testing::Test {
+ protected:
+  FakeDriver driver;
+  BrokerWorld world;
+  std::shared_ptr<client::Connection> conn;
+
+  void SetUp() override {
+    driver.run_world_clock(world);
+    driver.hosts[5001] = FakeDriver::Host::broker;
+    driver.broker_configs[5001] = FakeBroker::Config{.world = &world};
+    auto url = client::parse_url("amqp://guest:guest@fake:5001");
+    ASSERT_TRUE(url.ok());
+    bool ready = false;
+    conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { ready = r.ok(); });
+    driver.run();
+    ASSERT_TRUE(ready);
+  }
+};
+
+TEST_F(LogAppend, a_stream_that_delivers_nothing_for_a_while_delays_the_offset_and_does_not_fail_the_append) {
+  auto layer = Messaging::create(conn, {});
+  ASSERT_TRUE(layer.ok());
+  auto log = Log::create(*layer, {.name = "events"});
+  ASSERT_TRUE(log.ok());
+  std::optional<Result<std::uint64_t>> first;
+  (*log)->append({.body = "one"}, [&](Result<std::uint64_t> r) { first = r; });
+  driver.run();
+  ASSERT_TRUE(first && first->ok());
+
+  world.streams_paused = true;
+  std::optional<Result<std::uint64_t>> second;
+  (*log)->append({.body = "two"}, [&](Result<std::uint64_t> r) { second = r; });
+  driver.advance(12000ms);  // past a read-back's first wait (5 s), twice
+  EXPECT_FALSE(second.has_value()) << "the append is confirmed; only its offset is owed: "
+                                   << (second && !second->ok() ? second->error().to_string() : "");
+  world.streams_paused = false;
+  world.dispatch();
+  driver.advance(12000ms);
+  ASSERT_TRUE(second.has_value());
+  ASSERT_TRUE(second->ok()) << second->error().to_string();
+  EXPECT_EQ(**second, **first + 1);
+  (*layer)->close(nullptr);
+  driver.advance(5000ms);
+}
+
+}  // namespace
+}  // namespace warren::test
