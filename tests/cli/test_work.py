@@ -597,6 +597,25 @@ class Work(unittest.TestCase):
                 self.assertEqual(self.depth(level), 0)  # declared again
                 self.assertEqual(self.depth(f"{self.prefix}.{q}"), 0)
 
+    def test_a_retry_held_back_for_its_delay_does_not_hold_the_exit(self):
+        # Asio's timers keep its loop running: a message held back for a 30 s delay (its retry
+        # came back unroutable) must go back to the queue at the run's end, not hold the exit.
+        q = "held"
+        level = f"{self.prefix}.{q}.retry.30000"
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "fails"))
+        self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "works"))
+        cmd = (f'b=$(cat); if [ "$b" = fails ]; then {CTL} -q delete_queue {level} >/dev/null; exit 3; fi; '
+               'sleep 4')  # done once the other's retry came back and is held
+        r = warren("work", "run", "--queue", q, "--prefix", self.prefix, "--driver", "asio", "--exec", cmd,
+                   "--prefetch", "2", "--backoff-base-ms", "30000", "--backoff-max-ms", "30000", "--count", "1",
+                   "--timeout", "60", timeout=20)  # the previous binary waited out the 30 s
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        self.assertEqual(self.lines(r.stdout.decode()), [("done", "attempt=1")])
+        self.assertIn("(it goes back to the queue)", r.stderr.decode())
+        method, _, body = self.channel.basic_get(f"{self.prefix}.{q}", auto_ack=True)
+        self.assertIsNotNone(method, "the held message is back in the queue")
+        self.assertEqual(body, b"fails")
+
     def test_timeout_and_usage_errors(self):
         r = warren("work", "run", "--queue", "idle", "--prefix", self.prefix, "--exec", "true", "--count", "1",
                    "--timeout", "1")

@@ -54,6 +54,9 @@ class LossyLink:
             self.counts["blackouts"] += 1
 
     def close(self):
+        """Stops the proxy and closes every connection through it (once; later calls do nothing)."""
+        if not self._thread.is_alive():
+            return
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
 
@@ -74,6 +77,8 @@ class LossyLink:
             server.close()
             for t in list(self._tasks):
                 t.cancel()
+            # Each pump's writer closes both of its sockets as it ends.
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _task(self, coro):
         t = asyncio.ensure_future(coro)

@@ -79,6 +79,8 @@ class Soak:
         self.link.impair(delay_ms=(1, 10), stall_chance=0.01, stall_ms=(200, 800))
 
     def stop_cluster(self):
+        if self.link:
+            self.link.close()
         subprocess.run([os.path.join(SCRIPTS, "cluster-stop.sh"), os.path.join(self.dir, "cluster"), "--purge"],
                        capture_output=True, timeout=300)
 

@@ -64,7 +64,8 @@ TEST(LayerRegressions, a_retry_whose_levels_are_missing_after_a_hang_does_not_sp
 
 // A retry level whose node is down: each retry into it comes back unroutable and its declare
 // is a 404. The message waits out its delay in the worker before it goes back, not in a loop;
-// once the node is back, the worker declares the levels again and the retry goes through.
+// once the node is back, the levels are declared again and the message ends done or
+// dead-lettered (the simulation's end checks every put for that).
 TEST(LayerRegressions, a_retry_into_a_level_whose_node_is_down_waits_its_delay_then_goes_through) {
   replay({{Op::worker, 0, 0}, {Op::advance, 0, 3}, {Op::levels_down, 0, 0}, {Op::mode, 0, 1}, {Op::foreign, 0, 0},
           {Op::advance, 0, 4}, {Op::advance, 0, 4}, {Op::levels_down, 0, 1}, {Op::advance, 0, 4}});

@@ -54,9 +54,9 @@ class ConsumeJob final : public Job {
     subscribe();
   }
 
-  // On the session's current connection: a channel of its own, then the consumer.
+  // On the session's current connection (every job that subscribes recovers): a channel of
+  // its own, then the consumer.
   void subscribe() {
-    if (!session()) return consume_on(channel_);
     on_connection_ = session()->connection();
     session()->open_channel([this, generation = ++generation_](Result<client::Channel> ch) {
       if (generation != generation_ || done_ || failed() || stopping()) return;
@@ -97,9 +97,8 @@ class ConsumeJob final : public Job {
   // The connection went away (not only the channel): the session dials again.
   [[nodiscard]] bool connection_went(const Error& e) const {
     if (!session() || !went_away_under_it(e)) return false;
-    const auto& now = session()->connection();
-    return e.connection_ended || e.code != make_error_code(errc::channel_closed) || !now || !now->is_open() ||
-           now != on_connection_;
+    const auto now = session()->connection();  // null once its engine latched the end
+    return e.connection_ended || e.code != make_error_code(errc::channel_closed) || !now || now != on_connection_;
   }
   void wait_for_connection() {
     if (waiting_for_connection_) return;
@@ -138,7 +137,10 @@ class ConsumeJob final : public Job {
       // Acking message i lets the broker send message i + prefetch: hold back the acks that
       // would let it send past the count, and ack them all together at the end.
       if (args_->count == 0 || received_ + prefetch_ <= args_->count || last) {
-        if (auto r = d.ack({.multiple = last}); !r.ok()) return fail("ack", r.error());
+        if (auto r = d.ack({.multiple = last}); !r.ok()) {
+          if (connection_went(r.error())) return wait_for_connection();  // delivered again on the next
+          return fail("ack", r.error());
+        }
         held_.reset();
       } else {
         held_ = d.take();  // printed, not acked yet: a stop acks it with those before it

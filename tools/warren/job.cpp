@@ -169,12 +169,11 @@ bool Job::went_away_under_it(const Error& error) const {
   if (session_->status().state == client::Session::State::closed) return false;
   // A heartbeat timeout fails what was in flight with errc::timeout and connection_ended,
   // before the session hears of the loss: the flag, not the code, says the connection ended;
-  // and a consumer's end may not carry it (the layer's consumer.closed), so a connection the
-  // session let go of, or whose engine latched its end, says it too.
-  const auto now = session_->connection();
+  // and a consumer's end may not carry it, so a connection no longer open says it too
+  // (Session::connection() is null once its engine latched the end).
   return channel || error.connection_ended || error.code == make_error_code(errc::connection_closed) ||
          error.code == make_error_code(errc::connection_lost) || session_->status().state != client::Session::State::connected ||
-         !now || !now->is_open();
+         !session_->connection();
 }
 
 bool Job::worth_making_again(const Error& error) const {

@@ -181,7 +181,7 @@ class ReadJob final : public LogJob {
 
   void start() override {
     if (auto ok = make_log(); !ok) return fail("", ok.error(), exit_usage);
-    again_.emplace(driver(), [this] { page(); });
+    again_.emplace(driver(), [this] { following_ ? tail() : page(); });
     log_->declare([this](Result<void> r) {
       if (!r) return fail("log read " + log_->queue(), r.error());
       page();
@@ -280,7 +280,12 @@ class ReadJob final : public LogJob {
           if (!done_) fail("log read " + log_->queue(), cause);
         },
         [this](Result<std::shared_ptr<messaging::LogTail>> t) {
+          if (failed() || done_) return;
+          // The connection went away while the tail was set up (CI saw it: a node hung just
+          // after the catch-up): the tail is made again, from after what was printed.
+          if (!t && went_away_under_it(t.error())) return again_->arm();
           if (!t) return fail("log read " + log_->queue(), t.error());
+          again_->landed();
           tail_ = *t;
         });
   }
@@ -294,7 +299,7 @@ class ReadJob final : public LogJob {
   bool done_ = false;
   bool following_ = false;
   std::shared_ptr<messaging::LogTail> tail_;
-  std::optional<Again> again_;  // a catch-up page the loss of its connection ended
+  std::optional<Again> again_;  // a catch-up page, or the tail's start, that the loss of its connection ended
   void closing() override {
     if (again_) again_->cancel();
     LogJob::closing();

@@ -255,8 +255,20 @@ class RunJob final : public WorkJob {
       deadline_ = driver().timer([this] { timed_out(); });
       deadline_->arm(started_ + from_seconds(*args_->timeout_s));
     }
+    subscribe();
+  }
+
+  void subscribe() {
     queue_->consume({.prefetch = args_->prefetch}, [this](messaging::WorkItem item) { handle(std::move(item)); },
                     [this](Result<std::shared_ptr<messaging::Subscription>> s) {
+                      if (done_ || failed()) return;
+                      if (!s && went_away_under_it(s.error()) && !stopping_) {
+                        // The connection went away while the first subscription was set up:
+                        // the same again on the session's next one, as after a later loss.
+                        if (!subscribe_again_) subscribe_again_ = driver().keepalive_timer([this] { subscribe(); });
+                        subscribe_again_->arm(driver().now() + std::chrono::milliseconds(250));
+                        return;
+                      }
                       if (!s) return fail("work run " + queue_->queue(), s.error());
                       worker_ = *s;
                       // Stopped while the consume was on its way (its first deliveries can come
@@ -388,12 +400,13 @@ class RunJob final : public WorkJob {
     unsettled_id(what, shown_id(item.message_id()), e);
   }
   void unsettled_id(std::string_view what, const std::string& id, const Error& e) {
-    if (went_away_under_it(e)) return say("work.unsettled", std::string(what) + ' ' + id, e.detail + " (the broker redelivers it)");
-    // A retry's republish the broker did not take (a nack, no confirm in time, a delay level
-    // gone): the layer hands the message back to the queue after the retry's delay, and the
-    // next retry declares the levels again (docs/messaging.md).
-    if (what == "retry" && (worth_making_again(e) || e.code == make_error_code(errc::unroutable)))
+    // A retry's republish the broker did not take (its channel gone, a nack, no confirm in
+    // time, a delay level gone): the layer hands the message back to the queue after the
+    // retry's delay, and the next retry declares the levels again (docs/messaging.md).
+    if (what == "retry" &&
+        (went_away_under_it(e) || worth_making_again(e) || e.code == make_error_code(errc::unroutable)))
       return say("work.unsettled", std::string(what) + ' ' + id, describe(e) + " (it goes back to the queue)");
+    if (went_away_under_it(e)) return say("work.unsettled", std::string(what) + ' ' + id, e.detail + " (the broker redelivers it)");
     fail(std::string(what) + " " + id, e);
   }
 
@@ -404,7 +417,14 @@ class RunJob final : public WorkJob {
     fail_text("work run " + queue_->queue(), why);
   }
 
+  void closing() override {
+    if (subscribe_again_) subscribe_again_->cancel();
+    if (queue_) queue_->hand_back_held();  // a retry held back for its delay goes back now
+    WorkJob::closing();
+  }
+
   static constexpr auto stop_grace = std::chrono::seconds(10);
+  std::unique_ptr<client::Timer> subscribe_again_;
   engine::Instant started_ = std::chrono::steady_clock::now();
   std::unique_ptr<client::Timer> deadline_;
   std::unique_ptr<client::Timer> grace_;  // after a stop signal: then SIGKILL

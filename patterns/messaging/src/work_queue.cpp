@@ -141,8 +141,10 @@ void WorkItem::retry(RetryOptions options, client::Callback<Retried> done) {
   }
   auto original = std::make_shared<client::Message>(std::move(message_));
   // Copied: the declare below may finish after the caller's view is gone.
-  queue_->declare_again([original, delay, done, queue = queue_, attempt = attempt_, headers = std::move(headers),
-                         error = std::string(options.error)](Result<void>) mutable {
+  queue_->declare_again([original, delay, done, weak = std::weak_ptr<WorkQueue>(queue_), attempt = attempt_,
+                         headers = std::move(headers), error = std::string(options.error)](Result<void>) mutable {
+    auto queue = weak.lock();
+    if (!queue) return done(make_error(errc::invalid_argument, "the work queue is gone"));
     queue->republish(*original, queue->retry_queue(delay), std::move(headers), error, false,
                      [original, delay, done, queue, attempt](Result<void> r) {
                        if (!r) return unconfirmed(*queue, original, delay, r.error(), done);
@@ -176,13 +178,20 @@ void WorkItem::dead_letter(std::string reason, RetryOptions options, client::Cal
   }
   const auto* said = h.find(reason_header);
   std::string subject = queue_->queue() + ": " + (said ? std::get<std::string>(said->value) : std::string());
-  queue_->republish(*original, queue_->dead_letter_queue(), std::move(h), options.error, only_ours,
-                    [original, done, queue = queue_, subject = std::move(subject)](Result<void> r) {
-                      if (!r) return unconfirmed(*queue, original, queue->options().backoff.base, r.error(), done);
-                      queue->layer()->count(dead_letters_metric, queue->queue());
-                      queue->layer()->observe("work.dead_lettered", client::Level::warning, subject);
-                      done(original->ack());
-                    });
+  // Copied: the declare below may finish after the caller's view is gone. Weak: a declare
+  // that never finishes (the loop torn down) must not keep the queue alive in a cycle.
+  queue_->declare_again([original, done, weak = std::weak_ptr<WorkQueue>(queue_), h = std::move(h),
+                         error = std::string(options.error), only_ours, subject = std::move(subject)](Result<void>) mutable {
+    auto queue = weak.lock();
+    if (!queue) return done(make_error(errc::invalid_argument, "the work queue is gone"));
+    queue->republish(*original, queue->dead_letter_queue(), std::move(h), error, only_ours,
+                     [original, done, queue, subject = std::move(subject)](Result<void> r) {
+                       if (!r) return unconfirmed(*queue, original, queue->options().backoff.base, r.error(), done);
+                       queue->layer()->count(dead_letters_metric, queue->queue());
+                       queue->layer()->observe("work.dead_lettered", client::Level::warning, subject);
+                       done(original->ack());
+                     });
+  });
 }
 
 // ---- WorkQueue
@@ -261,20 +270,52 @@ void WorkQueue::declare(client::Callback<void> done) {
 }
 
 void WorkQueue::declare_again(client::Callback<void> done) {
-  if (declared_) return done(Result<void>());
+  if (declared_ && !levels_missing_) return done(Result<void>());
+  // One that failed a moment ago is not made again before the backoff's base has passed: each
+  // refusal (a 404, the level's node down) closes its channel.
+  if (declare_failed_ && layer_->driver().now() < declare_again_at_) return done(*declare_failed_);
   declaring_.push_back(std::move(done));
   if (declaring_.size() > 1) return;
   std::weak_ptr<WorkQueue> weak = weak_from_this();
-  declare([weak](Result<void> r) {
+  // On a channel of its own, closed after: the control channel carries other publishes'
+  // confirms, and a refused declare would close it under them.
+  layer_->consumer_channel([weak](Result<client::Channel> ch) {
     auto self = weak.lock();
     if (!self) return;
-    if (!r) self->layer_->report({.what = "retry-levels", .subject = self->queue_, .cause = r.error()});
-    auto waiting = std::exchange(self->declaring_, {});
-    for (auto& d : waiting) d(r);
+    if (!ch) return self->declared_again(ch.error());
+    self->declare_on(*ch, [weak, channel = *ch](Result<void> r) mutable {
+      if (channel.is_open()) channel.close(nullptr);
+      if (auto self = weak.lock()) self->declared_again(r);
+    });
   });
 }
 
+void WorkQueue::declared_again(const Result<void>& r) {
+  if (r) {
+    declared_ = true;
+    levels_missing_ = false;
+    declare_failed_.reset();
+  } else {
+    layer_->report({.what = "retry-levels", .subject = queue_, .cause = r.error()});
+    declare_failed_ = r.error();
+    declare_again_at_ = layer_->driver().now() + options_.backoff.base;
+  }
+  auto waiting = std::exchange(declaring_, {});
+  for (auto& d : waiting) d(r);
+}
+
+void WorkQueue::hand_back_held() {
+  holding_ = false;
+  if (requeue_timer_) requeue_timer_->cancel();
+  auto held = std::exchange(requeue_at_, {});
+  for (auto& [at, original] : held) (void)original->nack({.requeue = true});
+}
+
 void WorkQueue::requeue_after(std::shared_ptr<client::Message> original, std::chrono::milliseconds pause) {
+  if (!holding_) {
+    (void)original->nack({.requeue = true});
+    return;
+  }
   auto& driver = layer_->driver();
   if (!requeue_timer_) {
     std::weak_ptr<WorkQueue> weak = weak_from_this();

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "warren/client/message.hpp"
@@ -143,16 +144,20 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   [[nodiscard]] static client::FieldTable republished_headers(const client::Message& original,
                                                              const client::FieldTable& add, bool only_ours);
   [[nodiscard]] double draw();
-  // Declares the topology first if a retry found a delay level missing (a republish into it
-  // came back unroutable: deleted, or lost with its node) or the first declare failed; callers
-  // meanwhile share that declare. Its failure is passed on, and a caller may publish anyway:
-  // the level it needs may be there though another is not.
+  // Declares the topology first (on a channel of its own) if a republish found a queue missing
+  // (it came back unroutable: a level or the dead-letter queue deleted, or lost with its node)
+  // or the first declare failed; callers meanwhile share that declare, and one that failed is
+  // not made again before the backoff's base has passed. Its failure is passed on, and a caller
+  // may publish anyway: the level it needs may be there though another is not.
   void declare_again(client::Callback<void> done);
-  void level_missing() noexcept { declared_ = false; }
+  void level_missing() noexcept { levels_missing_ = true; }
   // A republish that was not confirmed: the original goes back to the queue `pause` from now,
   // not at once, or a level or dead-letter queue that refuses at once would bounce it between
   // the broker and this worker in a loop. It holds its prefetch slot meanwhile.
   void requeue_after(std::shared_ptr<client::Message> original, std::chrono::milliseconds pause);
+  // The worker is closing: what requeue_after holds goes back now, and from now on at once (the
+  // timer would otherwise keep an Asio loop running for up to a retry's delay).
+  void hand_back_held();
 
  private:
   WorkQueue(std::shared_ptr<Messaging> layer, WorkQueueOptions options);
@@ -161,8 +166,13 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   std::shared_ptr<Messaging> layer_;
   WorkQueueOptions options_;
   std::string queue_, dlq_;
-  bool declared_ = false;
+  bool declared_ = false;        // the whole topology, once (what put() needs)
+  bool levels_missing_ = false;  // a republish came back unroutable since
   std::vector<client::Callback<void>> declaring_;  // waiting for declare_again's declare
+  std::optional<Error> declare_failed_;  // declare_again's last, until declare_again_at_
+  engine::Instant declare_again_at_{};
+  void declared_again(const Result<void>& r);
+  bool holding_ = true;  // false once hand_back_held ran
   std::multimap<engine::Instant, std::shared_ptr<client::Message>> requeue_at_;
   std::unique_ptr<client::Timer> requeue_timer_;
   void requeue_due();
