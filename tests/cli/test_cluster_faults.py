@@ -48,6 +48,15 @@ def node_pid(n):
         return int(f.read().strip())
 
 
+def lines_of(path):
+    """The non-empty lines a worker's command appended to `path` so far (none before the first)."""
+    try:
+        with open(path) as f:
+            return [line for line in f.read().split("\n") if line]
+    except FileNotFoundError:
+        return []
+
+
 def records_of(stderr_text):
     """The JSON records of --log-format json among the command's stderr lines."""
     out = []
@@ -161,26 +170,19 @@ class ClusterFaults(unittest.TestCase):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: worker.poll() is None and worker.kill())
 
-        def done_items():
-            try:
-                with open(done_file) as f:
-                    return [line for line in f.read().split("\n") if line]
-            except FileNotFoundError:
-                return []
-
-        self.wait_for("the first 15 items", lambda: len(done_items()) >= 15, proc=worker)
+        self.wait_for("the first 15 items", lambda: len(lines_of(done_file)) >= 15, proc=worker)
         if fault == "hang":
             t = self.hang(0)
-            self.wait_for("every item, through another node", lambda: set(done_items()) == set(items), timeout=90,
+            self.wait_for("every item, through another node", lambda: set(lines_of(done_file)) == set(items), timeout=90,
                           proc=worker)
             t.join()
         elif fault == "lossy":
             link.blackout(4.0)  # past two heartbeats of 1 s
-            self.wait_for("every item, over the lossy link or another node", lambda: set(done_items()) == set(items),
+            self.wait_for("every item, over the lossy link or another node", lambda: set(lines_of(done_file)) == set(items),
                           timeout=90, proc=worker)
         else:
             self.kill_and_restart(0)
-            self.wait_for("every item, through another node", lambda: set(done_items()) == set(items), timeout=90,
+            self.wait_for("every item, through another node", lambda: set(lines_of(done_file)) == set(items), timeout=90,
                           proc=worker)
         # Every item done: the queue is empty once the last ack is in, and nothing was dead-lettered.
         self.wait_for("the queue empty", lambda: self.queue_counts(f"{self.prefix}.jobs") == (0, 0), timeout=30,
@@ -570,19 +572,12 @@ class ClusterFaults(unittest.TestCase):
         for p in (put, worker):
             self.addCleanup(lambda p=p: p.poll() is None and p.kill())
 
-        def done_items():
-            try:
-                with open(done_file) as f:
-                    return [line for line in f.read().split("\n") if line]
-            except FileNotFoundError:
-                return []
-
         moved = False
         for i, item in enumerate(items):
             put.stdin.write(item + "\n")
             put.stdin.flush()
             if i == 20:
-                self.wait_for("the first items done", lambda: len(done_items()) >= 10, proc=worker)
+                self.wait_for("the first items done", lambda: len(lines_of(done_file)) >= 10, proc=worker)
                 self.queues_tool(0, "delete_member", queue, node2)
                 moved = True
             time.sleep(0.05)
@@ -592,7 +587,7 @@ class ClusterFaults(unittest.TestCase):
         put_err = put.stderr.read()
         self.assertEqual(put.returncode, 0, put_err[-2000:])
         self.assert_only_records(put_err)
-        self.wait_for("every item done", lambda: set(items) | {"seed"} <= set(done_items()), timeout=60, proc=worker)
+        self.wait_for("every item done", lambda: set(items) | {"seed"} <= set(lines_of(done_file)), timeout=60, proc=worker)
         self.assertNotEqual(self.leader_of(queue), node2, "the leader moved off node 2")
         self.queues_tool(0, "add_member", queue, node2)  # the cluster as it was
         self.wait_for("the queue empty", lambda: self.queue_counts(queue) == (0, 0), timeout=30, proc=worker)
@@ -601,7 +596,7 @@ class ClusterFaults(unittest.TestCase):
         out, err = worker.communicate(timeout=30)
         self.assertEqual(worker.returncode, 0, err[-2000:])
         self.assert_only_records(err)
-        done = done_items()
+        done = lines_of(done_file)
         print(f"[cluster-cli] leader moved: {len(items)} items put, {len(done)} runs "
               f"({len(done) - len(set(done))} again); said: {len(put_err.splitlines())} put line(s), "
               f"{len(err.splitlines())} worker line(s)")

@@ -5,9 +5,7 @@
 // entry in time" after a node hung, for an entry the stream had.
 #include <gtest/gtest.h>
 
-#include "client/fake_driver.hpp"
-#include "warren/client/connection.hpp"
-#include "warren/client/url.hpp"
+#include "client/world_channel.hpp"
 #include "warren/messaging/log.hpp"
 
 namespace warren::test {
@@ -16,22 +14,12 @@ namespace {
 using namespace std::chrono_literals;
 using namespace warren::messaging;
 
-class LogAppend : public ::testing::Test {
+// The model broker's clock is the fake driver's: streams and TTLs run on virtual time.
+class LogAppend : public WorldChannelTest {
  protected:
-  FakeDriver driver;
-  BrokerWorld world;
-  std::shared_ptr<client::Connection> conn;
-
   void SetUp() override {
     driver.run_world_clock(world);
-    driver.hosts[5001] = FakeDriver::Host::broker;
-    driver.broker_configs[5001] = FakeBroker::Config{.world = &world};
-    auto url = client::parse_url("amqp://guest:guest@fake:5001");
-    ASSERT_TRUE(url.ok());
-    bool ready = false;
-    conn = client::Connection::connect(driver, *url, {}, [&](Result<void> r) { ready = r.ok(); });
-    driver.run();
-    ASSERT_TRUE(ready);
+    WorldChannelTest::SetUp();
   }
 };
 

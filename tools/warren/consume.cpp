@@ -96,7 +96,7 @@ class ConsumeJob final : public Job {
 
   // The connection went away (not only the channel): the session dials again.
   [[nodiscard]] bool connection_went(const Error& e) const {
-    if (!session() || !went_away_under_it(e)) return false;
+    if (!went_away_under_it(e)) return false;
     const auto now = session()->connection();  // null once its engine latched the end
     return e.connection_ended || e.code != make_error_code(errc::channel_closed) || !now || now != on_connection_;
   }
@@ -106,12 +106,11 @@ class ConsumeJob final : public Job {
     held_.reset();  // its channel is gone: the broker delivers it again
     // The end may come after the session is connected again (a consumer's end reaches the
     // job after the session's status does on a heartbeat timeout).
-    if (session()->connection() && session()->connection() != on_connection_) driver().post([this] { reconnected(); });
+    if (connected_again_since(on_connection_)) driver().post([this] { reconnected(); });
   }
   void reconnected() override {
     if (!waiting_for_connection_ || done_ || failed() || stopping()) return;
-    const auto& now = session()->connection();
-    if (!now || now == on_connection_) return;
+    if (!connected_again_since(on_connection_)) return;
     waiting_for_connection_ = false;
     subscribe();
   }

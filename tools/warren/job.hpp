@@ -93,6 +93,12 @@ class Job {
   // recovers(): the session is connected again after a loss (start() ran on the first one).
   virtual void reconnected() {}
   [[nodiscard]] const std::shared_ptr<client::Session>& session() const noexcept { return session_; }
+  // The session's connection when it is open and another than `since` (the session connected
+  // again after `since` was lost); null while none is open or it is still `since`.
+  [[nodiscard]] std::shared_ptr<client::Connection> connected_again_since(const std::shared_ptr<client::Connection>& since) const {
+    auto now = session_ ? session_->connection() : nullptr;
+    return now && now != since ? now : nullptr;
+  }
   // A step that failed because its channel or connection went away under it, while the
   // command goes on: the broker takes back what it held (an unsettled delivery is delivered
   // again). With a session, the channel or the connection (which the session dials again);

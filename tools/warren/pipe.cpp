@@ -271,13 +271,13 @@ class PipeJob final : public Job {
     say("pipe.taking_again", "pipe " + args_->from,
         why + "; taking records again once connected (those in flight are delivered again)");
     waiting_for_connection_ = true;
-    if (session()->connection() && session()->connection() != conn_)  // already connected again
+    if (connected_again_since(conn_))  // already connected again
       driver().post([this] { reconnected(); });
   }
   void reconnected() override {
     if (!waiting_for_connection_ || failed() || stop_asked.load()) return;
-    const auto now = session()->connection();
-    if (!now || now == conn_) return;
+    const auto now = connected_again_since(conn_);
+    if (!now) return;
     waiting_for_connection_ = false;
     conn_ = now;
     start_pipeline();

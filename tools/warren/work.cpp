@@ -265,9 +265,8 @@ class RunJob final : public WorkJob {
                       if (!s && went_away_under_it(s.error()) && !stopping_) {
                         // The connection went away while the first subscription was set up:
                         // the same again on the session's next one, as after a later loss.
-                        if (!subscribe_again_) subscribe_again_ = driver().keepalive_timer([this] { subscribe(); });
-                        subscribe_again_->arm(driver().now() + std::chrono::milliseconds(250));
-                        return;
+                        if (!subscribe_again_) subscribe_again_.emplace(driver(), [this] { subscribe(); });
+                        return subscribe_again_->arm();
                       }
                       if (!s) return fail("work run " + queue_->queue(), s.error());
                       worker_ = *s;
@@ -403,10 +402,10 @@ class RunJob final : public WorkJob {
     // A retry's republish the broker did not take (its channel gone, a nack, no confirm in
     // time, a delay level gone): the layer hands the message back to the queue after the
     // retry's delay, and the next retry declares the levels again (docs/messaging.md).
-    if (what == "retry" &&
-        (went_away_under_it(e) || worth_making_again(e) || e.code == make_error_code(errc::unroutable)))
+    const bool went = went_away_under_it(e);
+    if (what == "retry" && (went || worth_making_again(e) || e.code == make_error_code(errc::unroutable)))
       return say("work.unsettled", std::string(what) + ' ' + id, describe(e) + " (it goes back to the queue)");
-    if (went_away_under_it(e)) return say("work.unsettled", std::string(what) + ' ' + id, e.detail + " (the broker redelivers it)");
+    if (went) return say("work.unsettled", std::string(what) + ' ' + id, e.detail + " (the broker redelivers it)");
     fail(std::string(what) + " " + id, e);
   }
 
@@ -424,7 +423,7 @@ class RunJob final : public WorkJob {
   }
 
   static constexpr auto stop_grace = std::chrono::seconds(10);
-  std::unique_ptr<client::Timer> subscribe_again_;
+  std::optional<Again> subscribe_again_;  // the first subscription, after a loss ended its setup
   engine::Instant started_ = std::chrono::steady_clock::now();
   std::unique_ptr<client::Timer> deadline_;
   std::unique_ptr<client::Timer> grace_;  // after a stop signal: then SIGKILL
