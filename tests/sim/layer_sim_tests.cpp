@@ -18,7 +18,7 @@ rc::Gen<Op> gen_op() {
       {10, Op::advance},   {2, Op::cut},         {2, Op::close_channel}, {1, Op::hold_confirms}, {2, Op::truncate},
       {3, Op::pipe_start}, {8, Op::pipe_put},    {3, Op::pipe_release}, {2, Op::pipe_drain}, {1, Op::pipe_cut},
       {2, Op::pipe_hold},  {3, Op::member},      {2, Op::inbox},   {2, Op::backplane}, {8, Op::send},
-      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call}, {2, Op::hang}, {1, Op::levels_down},
+      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call}, {2, Op::hang},
   });
 }
 
