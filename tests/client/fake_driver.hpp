@@ -966,8 +966,12 @@ class FakeBroker {
         }
     }
     if (!routed && in.mandatory) {
+      // With the message's properties, as RabbitMQ returns it: the client matches the return
+      // to its publish by them.
       ++world.returned[key];
-      (void)wire::write_content(out_, chn, wire::BasicReturn{312, "NO_ROUTE", in.exchange, in.routing_key}, {},
+      std::optional<wire::FieldTable> added;
+      const wire::BasicProperties p = stored_properties(message, added, std::nullopt);
+      (void)wire::write_content(out_, chn, wire::BasicReturn{312, "NO_ROUTE", in.exchange, in.routing_key}, p,
                                 std::as_bytes(std::span{in.body.data(), in.body.size()}), frame_max_);
     }
     if (ch.confirm) {

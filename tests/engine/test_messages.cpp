@@ -189,6 +189,38 @@ TEST(Confirms, a_return_for_a_body_of_another_size_claims_the_publish_that_match
   });
 }
 
+// Found by the layer simulation: two retries of different messages to the same level, alike
+// in size; the broker routed the first and returned the second (its queue's node went down
+// between them), and the first's ack came after the return. Matching by destination and size
+// alone gave the return to the first: the second counted as confirmed, and its original was
+// acked with no copy anywhere. The message id and the body's ends tell them apart.
+TEST(Confirms, a_return_claims_the_publish_whose_message_id_and_body_it_carries) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto routed = b.conn.publish(1, BasicPublish{"x", "level", true, false}, {.message_id = "p1"}, as_bytes("job:p1"), b.now);
+    auto lost = b.conn.publish(1, BasicPublish{"x", "level", true, false}, {.message_id = "p2"}, as_bytes("job:p2"), b.now);
+    auto same_id = b.conn.publish(1, BasicPublish{"x", "level", true, false}, {.message_id = "p3"}, as_bytes("job:ab"), b.now);
+    auto lost_too = b.conn.publish(1, BasicPublish{"x", "level", true, false}, {.message_id = "p3"}, as_bytes("job:cd"), b.now);
+    ASSERT_TRUE(routed.ok() && lost.ok() && same_id.ok() && lost_too.ok());
+    b.send_content(1, BasicReturn{312, "NO_ROUTE", "x", "level"}, "job:p2", {.message_id = "p2"});
+    b.next_event();
+    b.send_content(1, BasicReturn{312, "NO_ROUTE", "x", "level"}, "job:cd", {.message_id = "p3"});
+    b.next_event();
+    b.send(1, BasicAck{2, false});
+    b.expect_event("publish(ch1 p" + id(*lost) + " returned, not found 312: NO_ROUTE (exchange \"x\", routing key \"level\"))");
+    b.send(1, BasicAck{4, false});
+    b.expect_event("publish(ch1 p" + id(*lost_too) + " returned, not found 312: NO_ROUTE (exchange \"x\", routing key \"level\"))");
+    b.send(1, BasicAck{3, true});
+    b.expect_event("publish(ch1 p" + id(*routed) + " confirmed)");
+    b.expect_event("publish(ch1 p" + id(*same_id) + " confirmed)");
+    b.expect_no_event();
+  });
+}
+
 TEST(Blocked, a_publish_made_while_blocked_waits_and_takes_its_number_when_queued) {
   every_split([](ScriptedBroker& b) {
     b.connect();

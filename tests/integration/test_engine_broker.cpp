@@ -106,6 +106,34 @@ TEST(EngineAgainstBroker, publish_consume_ack_with_confirms_return_and_nack) {
   p.take("closed");
 }
 
+// Two mandatory publishes alike in destination and size, the binding removed between them:
+// RabbitMQ returns the second and acks it at once, while the first's ack waits for its queue.
+// The return is the second's by its message id and body, not the first's by its age.
+TEST(EngineAgainstBroker, a_return_before_an_earlier_publishs_ack_settles_its_own_publish) {
+  EnginePump p({});
+  p.take("connected");
+  auto ch = open_channel(p);
+  ASSERT_TRUE(p.conn.confirm_select(ch, p.now()).ok());
+  ASSERT_TRUE(p.conn.queue_declare(ch, QueueDeclare{"warren-engine-level", false, false, true, false}, p.now()).ok());
+  ASSERT_TRUE(p.conn.queue_bind(ch, QueueBind{"warren-engine-level", "amq.direct", "level"}, p.now()).ok());
+  p.take("done(ch1 #1 confirm.select-ok");
+  p.take("done(ch1 #2 queue.declare-ok");
+  p.take("done(ch1 #3 queue.bind-ok");
+  // Queued together: the broker reads them in one go.
+  auto routed = p.conn.publish(ch, BasicPublish{"amq.direct", "level", true, false}, {.message_id = "p1"}, text("job:p1"), p.now());
+  ASSERT_TRUE(p.conn.queue_unbind(ch, QueueUnbind{"warren-engine-level", "amq.direct", "level"}, p.now()).ok());
+  auto lost = p.conn.publish(ch, BasicPublish{"amq.direct", "level", true, false}, {.message_id = "p2"}, text("job:p2"), p.now());
+  ASSERT_TRUE(routed.ok() && lost.ok());
+  EXPECT_EQ(p.take("publish(ch1 p" + std::to_string(*lost)),
+            "publish(ch1 p" + std::to_string(*lost) + " returned, not found 312: NO_ROUTE (exchange \"amq.direct\", routing key \"level\"))");
+  EXPECT_EQ(p.take("publish(ch1 p" + std::to_string(*routed)), "publish(ch1 p" + std::to_string(*routed) + " confirmed)");
+  auto got = p.conn.basic_get(ch, BasicGet{"warren-engine-level", true}, p.now());
+  ASSERT_TRUE(got.ok());
+  EXPECT_NE(p.take("get-ok(").find("body=\"job:p1\""), std::string::npos) << "the first is in the queue";
+  ASSERT_TRUE(p.conn.close(p.now()).ok());
+  p.take("closed");
+}
+
 TEST(EngineAgainstBroker, heartbeats_keep_an_idle_connection_alive_past_three_intervals) {
   engine::ConnectionOptions o;
   o.heartbeat_s = 1;

@@ -18,7 +18,7 @@ rc::Gen<Op> gen_op() {
       {10, Op::advance},   {2, Op::cut},         {2, Op::close_channel}, {1, Op::hold_confirms}, {2, Op::truncate},
       {3, Op::pipe_start}, {8, Op::pipe_put},    {3, Op::pipe_release}, {2, Op::pipe_drain}, {1, Op::pipe_cut},
       {2, Op::pipe_hold},  {3, Op::member},      {2, Op::inbox},   {2, Op::backplane}, {8, Op::send},
-      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call}, {2, Op::hang},
+      {4, Op::app_mode},   {2, Op::settle_taken}, {1, Op::rpc_serve}, {3, Op::rpc_call}, {2, Op::hang}, {1, Op::levels_down},
   });
 }
 
@@ -69,6 +69,14 @@ TEST(LayerRegressions, a_retry_whose_levels_are_missing_after_a_hang_does_not_sp
 TEST(LayerRegressions, a_retry_into_a_level_whose_node_is_down_waits_its_delay_then_goes_through) {
   replay({{Op::worker, 0, 0}, {Op::advance, 0, 3}, {Op::levels_down, 0, 0}, {Op::mode, 0, 1}, {Op::foreign, 0, 0},
           {Op::advance, 0, 4}, {Op::advance, 0, 4}, {Op::levels_down, 0, 1}, {Op::advance, 0, 4}});
+}
+
+// A worker in retry mode whose broker holds confirms while the retry levels lose their node:
+// the second put was neither done nor dead-lettered, nor queued anywhere (found by the random
+// runs with levels_down drawn).
+TEST(LayerRegressions, a_retry_held_unconfirmed_while_its_levels_go_down_is_not_lost) {
+  replay({{Op::worker, 0, 1}, {Op::hold_confirms, 0, 1}, {Op::mode, 0, 1}, {Op::put, 0, 0}, {Op::levels_down, 0, 0},
+          {Op::put, 0, 0}});
 }
 
 // A message another user published is retried and dead-lettered like any other: the

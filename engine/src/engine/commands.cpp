@@ -43,13 +43,27 @@ Result<RequestId> Connection::Impl::request(ChannelId channel, const M& m, bool 
   return id;
 }
 
-std::uint64_t detail::route_key_of(std::string_view exchange, std::string_view routing_key, std::size_t body_bytes) noexcept {
+std::uint64_t detail::route_key_of(std::string_view exchange, std::string_view routing_key,
+                                   const wire::BasicProperties& properties, std::span<const std::byte> body) noexcept {
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a
   auto mix = [&](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
-  for (char c : exchange) mix(static_cast<unsigned char>(c));
-  mix(0);
-  for (char c : routing_key) mix(static_cast<unsigned char>(c));
-  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(body_bytes >> (8 * i)));
+  auto text = [&](std::string_view s) {
+    for (char c : s) mix(static_cast<unsigned char>(c));
+    mix(0);
+  };
+  auto optional_text = [&](const std::optional<std::string_view>& s) {
+    mix(s ? 1 : 0);
+    if (s) text(*s);
+  };
+  text(exchange);
+  text(routing_key);
+  optional_text(properties.message_id);
+  optional_text(properties.correlation_id);
+  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(body.size() >> (8 * i)));
+  // The body's ends, not all of it: the cost stays flat in the message's size.
+  const std::size_t ends = std::min<std::size_t>(body.size(), route_key_body_ends);
+  for (std::size_t i = 0; i < ends; ++i) mix(static_cast<unsigned char>(body[i]));
+  for (std::size_t i = body.size() - ends; i < body.size(); ++i) mix(static_cast<unsigned char>(body[i]));
   return h | 1;  // never 0, which means "not mandatory"
 }
 
@@ -309,7 +323,7 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
   const Duration timeout = options.timeout.value_or(s.timeout_of(**ch));
   const Instant deadline = s.expiry(timeout);
   const std::uint64_t route_key =
-      (m.mandatory && (*ch)->confirm_mode) ? route_key_of(m.exchange, m.routing_key, body.size()) : 0;
+      (m.mandatory && (*ch)->confirm_mode) ? route_key_of(m.exchange, m.routing_key, properties, body) : 0;
   if (s.blocked_ || !s.waiting_.empty()) {
     // The broker stopped reading: the publish waits here, encoded, and takes its sequence
     // number only when it is queued. Twice the output limit is a hard bound, past the first

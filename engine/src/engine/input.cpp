@@ -429,11 +429,11 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
       return;
     case Assembly::Kind::returned:
       if (ch.confirm_mode) {
-        // Its publish: the oldest unsettled mandatory one to the same exchange and routing key
-        // with the same body size that no earlier return has claimed. The broker routes in
-        // publish order, so that is the one, unless two such publishes are in flight and only
-        // the later was unroutable (a binding removed between them).
-        const std::uint64_t key = route_key_of(msg.exchange, msg.routing_key, msg.body.size());
+        // Its publish: the oldest unsettled mandatory one alike in exchange, routing key,
+        // message id, correlation id, body size and body ends (route_key_of) that no earlier
+        // return has claimed. The broker routes in publish order, so that is the one, unless two
+        // publishes alike in all of those are in flight and only the later was unroutable.
+        const std::uint64_t key = route_key_of(msg.exchange, msg.routing_key, *msg.properties, msg.body);
         for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
           const Unconfirmed& u = ch.unconfirmed[i];
           if (u.settled || u.route_key != key) continue;

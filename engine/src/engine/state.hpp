@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -47,11 +48,13 @@ struct Unconfirmed {
   Duration timeout{};    // what the deadline was made of, for the error's text
 };
 
-// What a basic.return can be matched by: its exchange, routing key and body size. A return
-// names no sequence number, and acks for earlier publishes may follow it, so "the next ack"
-// is not its ack (RabbitMQ sends the return while routing, the confirms when it flushes).
+// What a basic.return can be matched by: its exchange, routing key, message id, correlation
+// id, body size and the first and last route_key_body_ends bytes of its body. A return names
+// no sequence number, and acks for earlier publishes may follow it, so "the next ack" is not
+// its ack (RabbitMQ sends the return while routing, the confirms when it flushes).
+inline constexpr std::size_t route_key_body_ends = 32;
 [[nodiscard]] std::uint64_t route_key_of(std::string_view exchange, std::string_view routing_key,
-                                         std::size_t body_bytes) noexcept;
+                                         const wire::BasicProperties& properties, std::span<const std::byte> body) noexcept;
 
 // A basic.return matched to its publish, waiting for the ack that settles it.
 struct PendingReturn {
