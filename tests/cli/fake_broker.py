@@ -1,6 +1,7 @@
 """Scripted brokers for the faults a real RabbitMQ will not produce on demand: one that
-answers with a corrupt frame, one that completes the handshake and then falls silent.
-Frames are encoded with python3-pika, a peer independent of warren's codec."""
+answers with a corrupt frame, one that completes the handshake and then falls silent, and a
+proxy to a real broker that leaves a basic.consume unanswered. Frames are encoded with
+python3-pika, a peer independent of warren's codec."""
 import socket
 import threading
 
@@ -97,3 +98,79 @@ def _hold(conn):
     """Reads and discards whatever comes until the client goes: silence from our side."""
     while conn.recv(65536):
         pass
+
+
+class SilentToFirstConsume:
+    """A TCP proxy to a real broker on `port` that drops the first basic.consume of each client
+    connection, as a node does whose queue leader hangs: that consume is never answered (the
+    client's request times out). Everything else, and every later consume, goes through.
+    `dropped` counts the consumes dropped."""
+
+    def __init__(self, port):
+        self.port = port
+        self.dropped = 0
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", int(self.port)))
+            threading.Thread(target=self.from_client, args=(client, broker), daemon=True).start()
+            threading.Thread(target=self.pump, args=(broker, client), daemon=True).start()
+
+    @staticmethod
+    def is_consume(frame):
+        return frame[0] == 1 and frame[7:11] == (60).to_bytes(2, "big") + (20).to_bytes(2, "big")
+
+    def from_client(self, src, dst):
+        dropped_here = False
+        try:
+            dst.sendall(self.read(src, 8))  # the protocol header
+            while True:
+                head = self.read(src, 7)
+                frame = head + self.read(src, int.from_bytes(head[3:7], "big") + 1)
+                if not dropped_here and self.is_consume(frame):
+                    dropped_here = True
+                    with self.lock:
+                        self.dropped += 1
+                    continue
+                dst.sendall(frame)
+        except OSError:
+            pass
+        self.close_both(src, dst)
+
+    @staticmethod
+    def read(sock, n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise OSError("closed")
+            data += chunk
+        return data
+
+    def pump(self, src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        self.close_both(src, dst)
+
+    @staticmethod
+    def close_both(*socks):
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self):
+        self.listener.close()

@@ -633,6 +633,49 @@ class Cli(unittest.TestCase):
         self.assertLess(elapsed, 4, "a 1 s heartbeat must notice silence within about 2 s")
         self.assertIn("heartbeat", r.stderr.decode())
 
+    def test_a_subscription_the_broker_never_answers_is_made_again(self):
+        # Issue 39: a quorum queue's leader that hangs leaves a basic.consume unanswered on a
+        # connection that lives; each command that subscribes (its first consume dropped by the
+        # proxy, so its request times out after 10 s) says so once and subscribes again. Run
+        # side by side: one 10 s wait for all three.
+        proxy = fake_broker.SilentToFirstConsume(PORT)
+        self.addCleanup(proxy.close)
+        prefix = unique("again")
+        queue = prefix + "-plain"
+        with pika.BlockingConnection(pika.URLParameters(URL)) as c:
+            ch = c.channel()
+            ch.queue_declare(queue, arguments={"x-queue-type": "classic"}, durable=True)
+            for i in range(2):
+                ch.basic_publish("", queue, f"c{i}".encode())
+        self.addCleanup(lambda: warren("delete", "queue", queue))
+        self.assertEqual(warren("work", "put", "--queue", "jobs", "--prefix", prefix, stdin=b"w0\nw1\n").returncode, 0)
+        self.assertEqual(warren("log", "append", "--log", "events", "--prefix", prefix, stdin=b"l0\nl1\n").returncode, 0)
+        url = proxy.url + "/%2f"
+        runs = {
+            "consume": ["consume", "--queue", queue, "--count", "2", "--timeout", "40"],
+            "work run": ["work", "run", "--queue", "jobs", "--prefix", prefix, "--exec", "cat >/dev/null", "--count", "2",
+                         "--timeout", "40"],
+            "log read": ["log", "read", "--log", "events", "--prefix", prefix],  # to the tip
+        }
+        procs = {k: subprocess.Popen([WARREN, *a, "--url", url], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE) for k, a in runs.items()}
+        results = {k: p.communicate(timeout=60) for k, p in procs.items()}
+        self.assertEqual(proxy.dropped, 3, results)
+        for k, (out, err) in results.items():
+            with self.subTest(command=k):
+                self.assertEqual(procs[k].returncode, 0, err)
+                said = err.decode().splitlines()
+                self.assertEqual(len(said), 1, said)
+                self.assertIn("timed out", said[0])
+                self.assertRegex(said[0], r"; (subscribing|reading) again$")
+        self.assertEqual(results["consume"][0].decode().split(), ["c0", "c1"])
+        self.assertEqual(len(results["work run"][0].decode().splitlines()), 2)
+        self.assertEqual([line.split("\t")[1] for line in results["log read"][0].decode().splitlines()], ["l0", "l1"])
+        names = subprocess.run([CTL, "-q", "list_queues", "name"], capture_output=True, text=True).stdout.split()
+        for name in names:
+            if name.startswith(prefix + "."):
+                warren("delete", "queue", name)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

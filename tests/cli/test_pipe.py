@@ -18,6 +18,7 @@ import pika
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cli_env import WARREN, CTL, PORT, URL, require_warren_and_broker, unique  # noqa: E402
+import fake_broker  # noqa: E402
 
 
 def counts(queue):
@@ -40,8 +41,8 @@ def counts_become(queue, expected, limit=5.0):
     return c
 
 
-def pipe(*args, timeout=60, driver="uv", env=None):
-    cmd = [WARREN, "pipe", "--url", URL, "--driver", driver, *args]
+def pipe(*args, timeout=60, driver="uv", env=None, url=URL):
+    cmd = [WARREN, "pipe", "--url", url, "--driver", driver, *args]
     return subprocess.run(cmd, capture_output=True, timeout=timeout, env=env)
 
 
@@ -623,6 +624,26 @@ class Pipe(unittest.TestCase):
         self.assertGreaterEqual(n, 2)
         self.assertLessEqual(n, 5)  # not a hot loop
         self.assertEqual(counts_become(src, (1, 0)), (1, 0))
+
+    def test_a_start_the_broker_never_answers_is_made_again_on_the_same_connection(self):
+        # Issue 39's soak: a pipeline started again after a loss got no answer to its
+        # basic.consume in 10 s (a quorum queue's leader on a hung node), on a connection that
+        # was still open, and the run ended there. A start that timed out is made again.
+        src, out = self.queue(), self.queue()
+        for i in range(3):
+            self.put(src, f"m{i}".encode())
+        proxy = fake_broker.SilentToFirstConsume(PORT)
+        self.addCleanup(proxy.close)
+        r = pipe("--from", src, "--to", "", "--routing-key", out, "--exec", "cat", "--on-error", "skip",
+                 "--count", "3", "--timeout", "40", url=proxy.url)
+        self.assertEqual(proxy.dropped, 1)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertTrue(lines[0].startswith(f"warren: pipe {src}: timed out: consume {src}: basic.consume on channel"), lines[0])
+        self.assertTrue(lines[0].endswith("; starting the pipeline again on the same connection"), lines[0])
+        self.assertEqual(sorted(b for _, b in self.take_all(out)), [b"m0", b"m1", b"m2"])
+        self.assertEqual(counts_become(src, (0, 0)), (0, 0))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "again.hpp"
 #include "commands.hpp"
 #include "message_json.hpp"
 #include "untrusted_text.hpp"
@@ -62,6 +63,7 @@ class ConsumeJob final : public Job {
       if (generation != generation_ || done_ || failed() || stopping()) return;
       if (!ch) {
         if (connection_went(ch.error())) return wait_for_connection();
+        if (unanswered_while_connected(ch.error())) return subscribe_again(ch.error());
         return fail("channel.open", ch.error());
       }
       session_channel_ = std::move(*ch);
@@ -80,8 +82,10 @@ class ConsumeJob final : public Job {
           if (done_ || failed()) return;
           if (!c) {
             if (connection_went(c.error())) return wait_for_connection();
+            if (unanswered_while_connected(c.error())) return subscribe_again(c.error());
             return fail("consume " + args_->queue, c.error());
           }
+          if (again_) again_->landed();
           consumer_ = std::move(*c);
           // Our own cancel comes only once the count is reached; a lost connection is consumed
           // again on the next; any other end (the queue deleted, the channel closed by the
@@ -92,6 +96,20 @@ class ConsumeJob final : public Job {
             fail("consume " + args_->queue, cause);
           });
         });
+  }
+
+  // No answer in time on a connection that lives (a quorum queue whose leader hangs or is
+  // being elected): the request's channel is closed; a new one consumes after a pause.
+  void subscribe_again(const Error& why) {
+    say("consume.subscribing_again", "consume " + args_->queue, why.to_string() + "; subscribing again");
+    if (!again_) again_.emplace(driver(), [this] {
+        if (!done_ && !failed() && !stopping() && !waiting_for_connection_) subscribe();
+      });
+    again_->arm();
+  }
+  void closing() override {
+    if (again_) again_->cancel();
+    Job::closing();
   }
 
   // The connection went away (not only the channel): the session dials again.
@@ -202,6 +220,7 @@ class ConsumeJob final : public Job {
   std::uint64_t received_ = 0;
   std::uint64_t prefetch_ = 0;
   bool done_ = false;
+  std::optional<Again> again_;  // a subscription the broker did not answer in time, made again
 };
 
 }  // namespace

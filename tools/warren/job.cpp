@@ -176,6 +176,13 @@ bool Job::went_away_under_it(const Error& error) const {
          !session_->connection();
 }
 
+bool Job::unanswered_while_connected(const Error& error) const {
+  if (error.code != make_error_code(errc::timeout) || error.connection_ended) return false;
+  const auto now = session_ ? session_->connection() : conn_;
+  if (session_ && session_->status().state != client::Session::State::connected) return false;
+  return now && now->is_open();
+}
+
 bool Job::worth_making_again(const Error& error) const {
   if (!recovers()) return false;
   if (went_away_under_it(error)) return true;

@@ -104,6 +104,10 @@ class Job {
   // again). With a session, the channel or the connection (which the session dials again);
   // without one, only the channel, on a connection still open.
   [[nodiscard]] bool went_away_under_it(const Error& error) const;
+  // A step the broker did not answer in time while its connection lives on (a quorum queue
+  // whose leader hangs or is being elected): the request timed out and its channel closed.
+  // A subscription's or pipeline's start is made again after a pause, not the end of a service.
+  [[nodiscard]] bool unanswered_while_connected(const Error& error) const;
   // A recovering producer's publish that did not land and is made again (tools/warren/again.hpp):
   // what went away under it, a nack (the broker did not take it: a quorum queue without a
   // leader, a full queue that rejects publishes) and a publish timeout (no confirm in time: a

@@ -220,6 +220,11 @@ class ReadJob final : public LogJob {
         if (last_) from_ = {.offset = *last_ + 1};
         return again_->arm();
       }
+      if (!p && !gap_ && unanswered_while_connected(p.error())) {  // a stream member hung: on this connection
+        say("log.reading_again", "log read " + log_->queue(), p.error().to_string() + "; reading again");
+        if (last_) from_ = {.offset = *last_ + 1};
+        return again_->arm();
+      }
       if (p) again_->landed();
       if (!p) {
         if (gap_)
@@ -284,6 +289,10 @@ class ReadJob final : public LogJob {
           // The connection went away while the tail was set up (CI saw it: a node hung just
           // after the catch-up): the tail is made again, from after what was printed.
           if (!t && went_away_under_it(t.error())) return again_->arm();
+          if (!t && unanswered_while_connected(t.error())) {  // a stream member hung: on this connection, after a pause
+            say("log.following_again", "log read " + log_->queue(), t.error().to_string() + "; starting the tail again");
+            return again_->arm();
+          }
           if (!t) return fail("log read " + log_->queue(), t.error());
           again_->landed();
           tail_ = *t;

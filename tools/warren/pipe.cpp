@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "again.hpp"
 #include "commands.hpp"
 #include "message_json.hpp"
 #include "shell_command.hpp"
@@ -113,6 +114,7 @@ class PipeJob final : public Job {
 
   void start() override {
     conn_ = session()->connection();  // the pipeline opens its own channels on it
+    start_again_.emplace(driver(), [this] { start_again_now(); });
     // Ticking from here on: a stop asked for before the pipeline runs ends the run at once.
     tick_ = driver().timer([this] { tick(); });
     tick_->arm(driver().now() + std::chrono::milliseconds(100));
@@ -233,10 +235,17 @@ class PipeJob final : public Job {
       finish();
     };
     pipeline_ = pipeline::QueuePipeline::start(conn_, std::move(o), std::move(stages), [this, on, generation](Result<void> r) {
-      // Lost again while a pipeline started after a loss opened; the first one's failure ends
-      // the run, as a first connection's does.
+      if (generation != generation_) return;  // one given up already
+      // Lost again while a pipeline started after a loss (or after a start that timed out)
+      // opened; the first one's loss ends the run, as a first connection's does.
       if (!r && generation > 1 && lost(on)) return take_up_again(r.error().to_string());
+      // No answer in time on a connection that still lives (a quorum queue whose leader hangs
+      // or is being elected): not the end of a service; made again after a pause.
+      if (const auto c = on.lock(); !r && r.error().code == make_error_code(errc::timeout) && c && c->is_open() &&
+                                    !failed() && !draining_ && !stop_asked.load())
+        return start_again(r.error().to_string());
       if (!r) return fail("pipe " + args_->from, r.error());
+      start_again_->landed();
       write_status();
       if (args_->status_file.empty()) return;
       // Workers of this pipeline (this name on this queue) see each other through the broker.
@@ -274,6 +283,28 @@ class PipeJob final : public Job {
     if (connected_again_since(conn_))  // already connected again
       driver().post([this] { reconnected(); });
   }
+  // A start that timed out: the pipeline is given up (nothing was taken: it never consumed)
+  // and started again on the same connection after a pause that doubles (again.hpp), or on
+  // the next one if this one is lost meanwhile.
+  void start_again(const std::string& why) {
+    if (pipeline_) {
+      carry(pipeline_->status());
+      retired_.push_back(std::move(pipeline_));
+    }
+    say("pipe.starting_again", "pipe " + args_->from, why + "; starting the pipeline again on the same connection");
+    start_again_->arm();
+  }
+  void start_again_now() {
+    if (failed() || draining_ || stop_asked.load() || pipeline_ || waiting_for_connection_) return;
+    if (conn_ && conn_->is_open()) return start_pipeline();
+    if (lost(conn_)) return take_up_again("the connection was lost before the pipeline could start again");
+    fail_text("pipe " + args_->from, "the connection closed before the pipeline could start again");
+  }
+  void closing() override {
+    if (start_again_) start_again_->cancel();
+    Job::closing();
+  }
+
   void reconnected() override {
     if (!waiting_for_connection_ || failed() || stop_asked.load()) return;
     const auto now = connected_again_since(conn_);
@@ -428,6 +459,7 @@ class PipeJob final : public Job {
   pipeline::Status carried_;            // the retired pipelines' counts
   std::uint64_t generation_ = 0;        // which pipeline is the running one
   bool waiting_for_connection_ = false;
+  std::optional<Again> start_again_;  // from start(): a start that timed out, made again
   pipeline::Status last_;
   std::unique_ptr<client::Timer> tick_, deadline_;
   engine::Instant started_ = std::chrono::steady_clock::now();

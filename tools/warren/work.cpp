@@ -262,13 +262,17 @@ class RunJob final : public WorkJob {
     queue_->consume({.prefetch = args_->prefetch}, [this](messaging::WorkItem item) { handle(std::move(item)); },
                     [this](Result<std::shared_ptr<messaging::Subscription>> s) {
                       if (done_ || failed()) return;
-                      if (!s && went_away_under_it(s.error()) && !stopping_) {
-                        // The connection went away while the first subscription was set up:
-                        // the same again on the session's next one, as after a later loss.
+                      // The connection went away while the first subscription was set up (the
+                      // same again on the session's next one, as after a later loss), or the
+                      // broker did not answer in time (again on this one, after a pause).
+                      if (!s && !stopping_ && (went_away_under_it(s.error()) || unanswered_while_connected(s.error()))) {
+                        if (unanswered_while_connected(s.error()))
+                          say("work.subscribing_again", "work run " + queue_->queue(), s.error().to_string() + "; subscribing again");
                         if (!subscribe_again_) subscribe_again_.emplace(driver(), [this] { subscribe(); });
                         return subscribe_again_->arm();
                       }
                       if (!s) return fail("work run " + queue_->queue(), s.error());
+                      if (subscribe_again_) subscribe_again_->landed();
                       worker_ = *s;
                       // Stopped while the consume was on its way (its first deliveries can come
                       // before this answer): it stops consuming now.

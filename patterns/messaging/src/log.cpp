@@ -43,8 +43,9 @@ class Reader : public std::enable_shared_from_this<Reader> {
     layer_->consumer_channel([self](Result<client::Channel> ch) {
       if (!ch) return self->finish(ch.error());
       self->ch_ = *ch;
+      // Silence counts only once the broker took the consumer: a consume it never answers (a
+      // member that hangs) is the request's timeout, not an empty stream.
       self->timer_ = self->layer_->driver().timer([self] { self->finish(false); });
-      self->timer_->arm(self->layer_->driver().now() + self->first_wait_);
       client::ConsumeOptions options{.queue = self->queue_, .prefetch = 200, .arguments = {{"x-stream-offset", self->start_}}, .stream = true};
       // What the consumer keeps (its delivery and end callbacks) holds the reader weakly: the
       // reader holds the consumer, and the timer keeps the reader alive until it finishes.
@@ -56,6 +57,7 @@ class Reader : public std::enable_shared_from_this<Reader> {
           },
           [self, weak](Result<client::Consumer> c) {
             if (!c) return self->finish(c.error());
+            if (!self->finished_) self->timer_->arm(self->layer_->driver().now() + self->first_wait_);
             self->consumer_ = std::move(*c);
             self->consumer_.on_ended([weak](const Error& cause) {
               if (auto self = weak.lock()) self->finish(cause);

@@ -12,7 +12,8 @@
 //   "last", take the highest offset), then reads from `from` and is complete when it reaches
 //   that tip; a delivery that pauses longer than `idle` hands back an incomplete page (ask
 //   again from where it stopped). An empty stream is given `empty_wait` to deliver "last"
-//   before it is taken for empty.
+//   before it is taken for empty, counted from the broker's consume-ok (a consume it never
+//   answers is a timeout, not an empty stream).
 // - A trimmed offset is detected, not reported by the broker (it silently starts at the
 //   oldest retained entry): the first entry is past the one asked for and the oldest retained
 //   is too. read() then fails with reply code 410 and calls on_gap, which can turn it into a
