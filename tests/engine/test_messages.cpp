@@ -221,6 +221,25 @@ TEST(Confirms, a_return_claims_the_publish_whose_message_id_and_body_it_carries)
   });
 }
 
+// A return alike in destination and size but in nothing else (a broker that changed what it
+// sent back) still settles a publish as returned: never none, which would count it confirmed.
+TEST(Confirms, a_return_alike_only_in_destination_and_size_still_claims_a_publish) {
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    select_confirms(b, 1);
+    b.send(1, ConfirmSelectOk{});
+    b.next_event();
+    auto p = b.conn.publish(1, BasicPublish{"x", "k", true, false}, {.message_id = "m1"}, as_bytes("body"), b.now);
+    ASSERT_TRUE(p.ok());
+    b.send_content(1, BasicReturn{312, "NO_ROUTE", "x", "k"}, "BODY");
+    b.next_event();
+    b.send(1, BasicAck{1, false});
+    b.expect_event("publish(ch1 p" + id(*p) + " returned, not found 312: NO_ROUTE (exchange \"x\", routing key \"k\"))");
+    b.expect_no_event();
+  });
+}
+
 TEST(Blocked, a_publish_made_while_blocked_waits_and_takes_its_number_when_queued) {
   every_split([](ScriptedBroker& b) {
     b.connect();

@@ -43,34 +43,34 @@ Result<RequestId> Connection::Impl::request(ChannelId channel, const M& m, bool 
   return id;
 }
 
-std::uint64_t detail::route_key_of(std::string_view exchange, std::string_view routing_key,
-                                   const wire::BasicProperties& properties, std::span<const std::byte> body) noexcept {
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a
-  auto mix = [&](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
-  auto text = [&](std::string_view s) {
-    for (char c : s) mix(static_cast<unsigned char>(c));
-    mix(0);
+detail::ReturnKey detail::return_key_of(std::string_view exchange, std::string_view routing_key,
+                                        const wire::BasicProperties& properties, std::span<const std::byte> body) noexcept {
+  constexpr std::uint64_t fnv_basis = 14695981039346656037ull;  // FNV-1a
+  auto mix = [](std::uint64_t& h, unsigned char c) { h = (h ^ c) * 1099511628211ull; };
+  auto text = [&](std::uint64_t& h, std::string_view s) {
+    for (char c : s) mix(h, static_cast<unsigned char>(c));
+    mix(h, 0);
   };
-  auto optional_text = [&](const std::optional<std::string_view>& s) {
-    mix(s ? 1 : 0);
-    if (s) text(*s);
-  };
-  text(exchange);
-  text(routing_key);
-  optional_text(properties.message_id);
-  optional_text(properties.correlation_id);
-  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(body.size() >> (8 * i)));
+  std::uint64_t route = fnv_basis;
+  text(route, exchange);
+  text(route, routing_key);
+  for (int i = 0; i < 8; ++i) mix(route, static_cast<unsigned char>(body.size() >> (8 * i)));
+  std::uint64_t content = fnv_basis;
+  for (const auto* s : {&properties.message_id, &properties.correlation_id}) {
+    mix(content, *s ? 1 : 0);
+    if (*s) text(content, **s);
+  }
   // The body's ends, not all of it: the cost stays flat in the message's size.
-  const std::size_t ends = std::min<std::size_t>(body.size(), route_key_body_ends);
-  for (std::size_t i = 0; i < ends; ++i) mix(static_cast<unsigned char>(body[i]));
-  for (std::size_t i = body.size() - ends; i < body.size(); ++i) mix(static_cast<unsigned char>(body[i]));
-  return h | 1;  // never 0, which means "not mandatory"
+  const std::size_t ends = std::min<std::size_t>(body.size(), return_key_body_ends);
+  for (std::size_t i = 0; i < ends; ++i) mix(content, static_cast<unsigned char>(body[i]));
+  for (std::size_t i = body.size() - ends; i < body.size(); ++i) mix(content, static_cast<unsigned char>(body[i]));
+  return {.route = route | 1, .content = content};  // route never 0, which means "not mandatory"
 }
 
 void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline, Duration timeout,
-                                     std::uint64_t route_key) {
+                                     ReturnKey return_key) {
   if (ch.confirm_mode) {
-    ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, route_key, false, timeout});
+    ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, return_key, false, timeout});
     ++unsettled_publishes_;
     ch.unconfirmed_due.lower(deadline);
   } else {
@@ -89,7 +89,7 @@ void Connection::Impl::release_waiting() {
     if (!ch || std::holds_alternative<Channel::Closing>(ch->state)) continue;  // failed when it closed
     output_.append(w.frames);
     note_sent();
-    track_publish(*ch, w.id, w.deadline, w.timeout, w.route_key);
+    track_publish(*ch, w.id, w.deadline, w.timeout, w.return_key);
   }
   if (waiting_.empty()) waiting_due_.at.reset();
 }
@@ -322,8 +322,8 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
     return make_error(errc::invalid_argument, "a publish timeout must be positive");
   const Duration timeout = options.timeout.value_or(s.timeout_of(**ch));
   const Instant deadline = s.expiry(timeout);
-  const std::uint64_t route_key =
-      (m.mandatory && (*ch)->confirm_mode) ? route_key_of(m.exchange, m.routing_key, properties, body) : 0;
+  const ReturnKey return_key =
+      (m.mandatory && (*ch)->confirm_mode) ? return_key_of(m.exchange, m.routing_key, properties, body) : ReturnKey{};
   if (s.blocked_ || !s.waiting_.empty()) {
     // The broker stopped reading: the publish waits here, encoded, and takes its sequence
     // number only when it is queued. Twice the output limit is a hard bound, past the first
@@ -337,7 +337,7 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
     const PublishId id = ++s.next_publish_;
     auto frames = scratch.to_vector();
     s.waiting_bytes_ += frames.size();
-    s.waiting_.push_back(Waiting{id, channel, std::move(frames), deadline, route_key, timeout});
+    s.waiting_.push_back(Waiting{id, channel, std::move(frames), deadline, return_key, timeout});
     s.waiting_due_.lower(deadline);
     if (s.congested()) s.was_congested_ = true;
     return id;
@@ -346,7 +346,7 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
     return std::move(w).error();
   s.note_sent();
   const PublishId id = ++s.next_publish_;
-  s.track_publish(**ch, id, deadline, timeout, route_key);
+  s.track_publish(**ch, id, deadline, timeout, return_key);
   if (s.congested()) s.was_congested_ = true;
   return id;
 }

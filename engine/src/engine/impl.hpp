@@ -45,7 +45,7 @@ class Connection::Impl {
   Result<RequestId> request(ChannelId channel, const M& m, bool no_wait,
                             detail::PendingRequest::Kind kind = detail::PendingRequest::Kind::plain,
                             std::string consumer_tag = {}, bool no_ack = false);
-  void track_publish(detail::Channel& ch, PublishId id, Instant deadline, Duration timeout, std::uint64_t route_key);
+  void track_publish(detail::Channel& ch, PublishId id, Instant deadline, Duration timeout, detail::ReturnKey return_key);
   // A confirm-mode publish's outcome is known (acked, nacked, returned, timed out).
   void settle(detail::Unconfirmed& u) noexcept {
     u.settled = true;

@@ -429,21 +429,27 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
       return;
     case Assembly::Kind::returned:
       if (ch.confirm_mode) {
-        // Its publish: the oldest unsettled mandatory one alike in exchange, routing key,
-        // message id, correlation id, body size and body ends (route_key_of) that no earlier
-        // return has claimed. The broker routes in publish order, so that is the one, unless two
-        // publishes alike in all of those are in flight and only the later was unroutable.
-        const std::uint64_t key = route_key_of(msg.exchange, msg.routing_key, *msg.properties, msg.body);
-        for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
-          const Unconfirmed& u = ch.unconfirmed[i];
-          if (u.settled || u.route_key != key) continue;
-          const bool claimed = std::any_of(ch.pending_returns.begin(), ch.pending_returns.end(),
-                                           [&](const PendingReturn& r) { return r.seq == u.seq; });
-          if (claimed) continue;
-          ch.pending_returns.push_back(
-              PendingReturn{u.seq, a.reply_code, returned_detail(a.reply_text, msg.exchange, msg.routing_key)});
-          break;
-        }
+        // Its publish: the oldest unsettled mandatory one alike in exchange, routing key and
+        // body size, and in message id, correlation id and body ends (return_key_of), that no
+        // earlier return has claimed. The broker routes in publish order, so that is the one,
+        // unless two publishes alike in all of those are in flight and only the later was
+        // unroutable. Should none be alike in content too, the oldest alike in the first three
+        // is taken: a return always settles one publish as returned, never none.
+        const ReturnKey key = return_key_of(msg.exchange, msg.routing_key, *msg.properties, msg.body);
+        auto claim = [&](bool by_content) {
+          for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
+            const Unconfirmed& u = ch.unconfirmed[i];
+            if (u.settled || u.return_key.route != key.route || (by_content && u.return_key.content != key.content)) continue;
+            const bool claimed = std::any_of(ch.pending_returns.begin(), ch.pending_returns.end(),
+                                             [&](const PendingReturn& r) { return r.seq == u.seq; });
+            if (claimed) continue;
+            ch.pending_returns.push_back(
+                PendingReturn{u.seq, a.reply_code, returned_detail(a.reply_text, msg.exchange, msg.routing_key)});
+            return true;
+          }
+          return false;
+        };
+        if (!claim(true)) (void)claim(false);
       }
       emit(Returned{a.reply_code, a.reply_text, msg});
       return;

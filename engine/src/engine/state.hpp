@@ -38,23 +38,28 @@ struct SecretUpdate {
   Instant deadline{};
 };
 
+// What a basic.return can be matched by. A return names no sequence number, and acks for
+// earlier publishes may follow it, so "the next ack" is not its ack (RabbitMQ sends the return
+// while routing, the confirms when it flushes). `route`: exchange, routing key and body size
+// (0: not a mandatory publish); `content`: message id, correlation id and the first and last
+// return_key_body_ends bytes of the body, which tell apart publishes alike in `route`.
+struct ReturnKey {
+  std::uint64_t route = 0;
+  std::uint64_t content = 0;
+};
+inline constexpr std::size_t return_key_body_ends = 32;
+[[nodiscard]] ReturnKey return_key_of(std::string_view exchange, std::string_view routing_key,
+                                      const wire::BasicProperties& properties, std::span<const std::byte> body) noexcept;
+
 // A publish in confirm mode, waiting for basic.ack/nack by its sequence number.
 struct Unconfirmed {
   PublishId id = 0;
   std::uint64_t seq = 0;
   Instant deadline{};
-  std::uint64_t route_key = 0;  // mandatory publishes: route_key_of(...); 0 otherwise
+  ReturnKey return_key{};  // mandatory publishes: return_key_of(...); route 0 otherwise
   bool settled = false;  // settled out of order; popped once it reaches the front
   Duration timeout{};    // what the deadline was made of, for the error's text
 };
-
-// What a basic.return can be matched by: its exchange, routing key, message id, correlation
-// id, body size and the first and last route_key_body_ends bytes of its body. A return names
-// no sequence number, and acks for earlier publishes may follow it, so "the next ack" is not
-// its ack (RabbitMQ sends the return while routing, the confirms when it flushes).
-inline constexpr std::size_t route_key_body_ends = 32;
-[[nodiscard]] std::uint64_t route_key_of(std::string_view exchange, std::string_view routing_key,
-                                         const wire::BasicProperties& properties, std::span<const std::byte> body) noexcept;
 
 // A basic.return matched to its publish, waiting for the ack that settles it.
 struct PendingReturn {
@@ -79,7 +84,7 @@ struct Waiting {
   ChannelId channel = 0;
   std::vector<std::byte> frames;
   Instant deadline{};
-  std::uint64_t route_key = 0;
+  ReturnKey return_key{};
   Duration timeout{};
 };
 
