@@ -101,6 +101,10 @@ struct BrokerWorld {
   // Streams that take appends (and confirm them) but deliver nothing to their consumers for a
   // while: a leader or a replica hung, or a cluster electing a leader. dispatch() when unset.
   bool streams_paused = false;
+  // Streams whose member on the node a client is connected to is not running (a node restarted,
+  // a leader being elected): RabbitMQ 3.10 refuses a consumer there with a channel error (406,
+  // "does not have a replica on the local node"); appends still land through the leader.
+  bool streams_without_local_replica = false;
   void take_down(const std::string& name) {
     if (auto it = queues.find(name); it != queues.end()) {
       down[name] = std::move(it->second);
@@ -815,6 +819,9 @@ class FakeBroker {
         // x-stream-offset says ("next" when absent), clamped to what the stream holds.
         if (ch.prefetch == 0 || c->no_ack)
           return begin_channel_close(chn, 406, "PRECONDITION_FAILED - consumer prefetch count is not set for '" + queue + "'", 60, 20);
+        if (config_.world->streams_without_local_replica)
+          return begin_channel_close(chn, 406, "PRECONDITION_FAILED - queue 'queue '" + queue +
+                                                   "' in vhost '/'' does not have a replica on the local node", 60, 20);
         const auto& log = s->second;
         cursor = log.end();
         if (const auto* v = arguments.ok() ? arguments->find("x-stream-offset") : nullptr) {

@@ -103,7 +103,10 @@ class ConsumeJob final : public Job {
   void subscribe_again(const Error& why) {
     say("consume.subscribing_again", "consume " + args_->queue, why.to_string() + "; subscribing again");
     if (!again_) again_.emplace(driver(), [this] {
-        if (!done_ && !failed() && !stopping() && !waiting_for_connection_) subscribe();
+        if (done_ || failed() || stopping() || waiting_for_connection_) return;
+        // Lost during the pause: the next connection subscribes (reconnected()).
+        if (const auto c = session()->connection(); !c || !c->is_open()) return wait_for_connection();
+        subscribe();
       });
     again_->arm();
   }

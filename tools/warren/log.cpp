@@ -220,7 +220,9 @@ class ReadJob final : public LogJob {
         if (last_) from_ = {.offset = *last_ + 1};
         return again_->arm();
       }
-      if (!p && !gap_ && unanswered_while_connected(p.error())) {  // a stream member hung: on this connection
+      // A stream member hung, or not running yet on this node: with --follow (a service), again
+      // after a pause; a one-off read says why it ended.
+      if (!p && !gap_ && args_->follow && (unanswered_while_connected(p.error()) || messaging::stream_member_unavailable(p.error()))) {
         say("log.reading_again", "log read " + log_->queue(), p.error().to_string() + "; reading again");
         if (last_) from_ = {.offset = *last_ + 1};
         return again_->arm();
@@ -289,7 +291,8 @@ class ReadJob final : public LogJob {
           // The connection went away while the tail was set up (CI saw it: a node hung just
           // after the catch-up): the tail is made again, from after what was printed.
           if (!t && went_away_under_it(t.error())) return again_->arm();
-          if (!t && unanswered_while_connected(t.error())) {  // a stream member hung: on this connection, after a pause
+          // A stream member hung, or not running yet on this node: again, after a pause.
+          if (!t && (unanswered_while_connected(t.error()) || messaging::stream_member_unavailable(t.error()))) {
             say("log.following_again", "log read " + log_->queue(), t.error().to_string() + "; starting the tail again");
             return again_->arm();
           }

@@ -241,8 +241,8 @@ class PipeJob final : public Job {
       if (!r && generation > 1 && lost(on)) return take_up_again(r.error().to_string());
       // No answer in time on a connection that still lives (a quorum queue whose leader hangs
       // or is being elected): not the end of a service; made again after a pause.
-      if (const auto c = on.lock(); !r && r.error().code == make_error_code(errc::timeout) && c && c->is_open() &&
-                                    !failed() && !draining_ && !stop_asked.load())
+      if (!r && stop_asked.load() && !failed()) return stop_before_start();  // nothing was taken
+      if (!r && unanswered_while_connected(r.error()) && on.lock() == session()->connection() && !failed() && !draining_)
         return start_again(r.error().to_string());
       if (!r) return fail("pipe " + args_->from, r.error());
       start_again_->landed();
@@ -287,10 +287,8 @@ class PipeJob final : public Job {
   // and started again on the same connection after a pause that doubles (again.hpp), or on
   // the next one if this one is lost meanwhile.
   void start_again(const std::string& why) {
-    if (pipeline_) {
-      carry(pipeline_->status());
-      retired_.push_back(std::move(pipeline_));
-    }
+    // It took nothing and runs nothing: dropped, after this turn (this is its own callback).
+    if (pipeline_) driver().post([gone = std::move(pipeline_)] {});
     say("pipe.starting_again", "pipe " + args_->from, why + "; starting the pipeline again on the same connection");
     start_again_->arm();
   }

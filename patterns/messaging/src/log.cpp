@@ -22,10 +22,25 @@ constexpr std::chrono::milliseconds last_chunk_look{200};
 // How long a confirmed append waits for the stream to show its entry (a stream that delivers
 // nothing while a leader is elected or a member hangs), looking again every first wait (5 s).
 constexpr std::chrono::seconds read_back_patience{60};
+// The pause before a look that failed is made again: a refusal (a member not running on this
+// node) comes back at once, and must not be asked again in a loop.
+constexpr std::chrono::milliseconds look_again_pause{500};
+
+// `fn` once, `pause` from now, on the layer's loop; the timer holds itself until it fires.
+void after(Messaging& layer, std::chrono::milliseconds pause, std::function<void()> fn) {
+  auto holder = std::make_shared<std::unique_ptr<client::Timer>>();
+  auto& driver = layer.driver();
+  *holder = driver.timer([holder, fn = std::move(fn), &driver]() mutable {
+    auto run = std::move(fn);
+    driver.post([holder] { holder->reset(); });  // not inside its own call
+    run();
+  });
+  (*holder)->arm(driver.now() + pause);
+}
 
 // A look that ended without an answer the stream gave: worth making again.
 bool transient(const Error& e) {
-  return e.connection_ended || e.code == make_error_code(errc::timeout) || e.code == make_error_code(errc::channel_closed) ||
+  return stream_member_unavailable(e) || e.connection_ended || e.code == make_error_code(errc::timeout) || e.code == make_error_code(errc::channel_closed) ||
          e.code == make_error_code(errc::connection_closed) || e.code == make_error_code(errc::connection_lost);
 }
 
@@ -110,6 +125,10 @@ wire::FieldValue start_of(std::optional<std::uint64_t> offset, std::string_view 
 }
 
 }  // namespace
+
+bool stream_member_unavailable(const Error& e) noexcept {
+  return (e.reply_code == 406 || e.reply_code == 506) && e.detail.find("replica") != std::string::npos;
+}
 
 std::optional<std::uint64_t> stream_offset(const wire::BasicProperties& properties) {
   if (!properties.headers) return std::nullopt;
@@ -211,7 +230,8 @@ void Log::find_entry(std::shared_ptr<std::string> id, wire::FieldValue start, st
         if (!r) {
           // Its channel or connection went: again, on a new channel (a Session's next connection).
           if (patient && transient(r.error()) && (self->layer_->recovers() || self->layer_->connection_open()))
-            return self->find_entry(id, start, below, window, give_up_at, done);
+            return after(*self->layer_, look_again_pause,
+                         [self, id, start, below, window, give_up_at, done] { self->find_entry(id, start, below, window, give_up_at, done); });
           return done(r.error());
         }
         if (*found) return done(**found);

@@ -150,6 +150,14 @@ class LogTail {
   std::shared_ptr<Subscription> subscription_;
 };
 
+// The broker refused a stream consumer because the stream's member on the node the connection
+// reached is not running (a node restarted, members restarting while a leader is elected):
+// RabbitMQ 3.10 says so with a channel error (406, "does not have a replica on the local node")
+// or by closing the connection (506, "does not have a running local replica"). Transient: the
+// member comes back, or a connection to another node reads. Only the broker's text tells it
+// from other 406s and 506s.
+[[nodiscard]] bool stream_member_unavailable(const Error& e) noexcept;
+
 // The x-stream-offset of a delivery's headers.
 [[nodiscard]] std::optional<std::uint64_t> stream_offset(const wire::BasicProperties& properties);
 // A trim, as the rule reads: the first entry delivered is past the one asked for, and the one
