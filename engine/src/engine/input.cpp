@@ -68,6 +68,13 @@ void Connection::Impl::on_frame(const wire::FrameView& frame) {
   }
   if (std::holds_alternative<ClosingConnection>(phase_)) return;  // after our close only close/close-ok count
   Channel* ch = channel(frame.channel);
+  if (!ch && frame.type == wire::FrameType::method && closed_by_broker_.contains(frame.channel) &&
+      wire::decode_method(frame.payload, scratch_method_).ok() && std::holds_alternative<wire::ChannelClose>(scratch_method_)) {
+    // A second close of a channel the broker closed and we answered: RabbitMQ 3.10 evaluates a
+    // consumer timeout on every tick of the channel, closing or not, so one can follow before
+    // our close-ok reached it. It is answered already; discarded.
+    return;
+  }
   if (!ch) {
     fail(unexpected("frame for channel " + std::to_string(frame.channel) + ", which is not open"),
          wire::reply::channel_error);
