@@ -222,7 +222,7 @@ class ReadJob final : public LogJob {
       }
       // A stream member hung, or not running yet on this node: with --follow (a service), again
       // after a pause; a one-off read says why it ended.
-      if (!p && !gap_ && args_->follow && (unanswered_while_connected(p.error()) || messaging::stream_member_unavailable(p.error()))) {
+      if (!p && !gap_ && args_->follow && member_silent_or_away(p.error())) {
         say("log.reading_again", "log read " + log_->queue(), p.error().to_string() + "; reading again");
         if (last_) from_ = {.offset = *last_ + 1};
         return again_->arm();
@@ -292,7 +292,7 @@ class ReadJob final : public LogJob {
           // after the catch-up): the tail is made again, from after what was printed.
           if (!t && went_away_under_it(t.error())) return again_->arm();
           // A stream member hung, or not running yet on this node: again, after a pause.
-          if (!t && (unanswered_while_connected(t.error()) || messaging::stream_member_unavailable(t.error()))) {
+          if (!t && member_silent_or_away(t.error())) {
             say("log.following_again", "log read " + log_->queue(), t.error().to_string() + "; starting the tail again");
             return again_->arm();
           }
@@ -300,6 +300,12 @@ class ReadJob final : public LogJob {
           again_->landed();
           tail_ = *t;
         });
+  }
+
+  // A look or a tail the stream's member did not answer in time, or refused because it is not
+  // running on this node: worth making again after a pause.
+  [[nodiscard]] bool member_silent_or_away(const Error& e) const {
+    return unanswered_while_connected(e) || messaging::stream_member_unavailable(e);
   }
 
   messaging::From from_;

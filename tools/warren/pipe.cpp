@@ -239,9 +239,9 @@ class PipeJob final : public Job {
       // Lost again while a pipeline started after a loss (or after a start that timed out)
       // opened; the first one's loss ends the run, as a first connection's does.
       if (!r && generation > 1 && lost(on)) return take_up_again(r.error().to_string());
+      if (!r && stop_asked.load() && !failed()) return stop_before_start();  // nothing was taken
       // No answer in time on a connection that still lives (a quorum queue whose leader hangs
       // or is being elected): not the end of a service; made again after a pause.
-      if (!r && stop_asked.load() && !failed()) return stop_before_start();  // nothing was taken
       if (!r && unanswered_while_connected(r.error()) && on.lock() == session()->connection() && !failed() && !draining_)
         return start_again(r.error().to_string());
       if (!r) return fail("pipe " + args_->from, r.error());

@@ -265,8 +265,9 @@ class RunJob final : public WorkJob {
                       // The connection went away while the first subscription was set up (the
                       // same again on the session's next one, as after a later loss), or the
                       // broker did not answer in time (again on this one, after a pause).
-                      if (!s && !stopping_ && (went_away_under_it(s.error()) || unanswered_while_connected(s.error()))) {
-                        if (unanswered_while_connected(s.error()))
+                      const bool unanswered = !s && unanswered_while_connected(s.error());
+                      if (!s && !stopping_ && (unanswered || went_away_under_it(s.error()))) {
+                        if (unanswered)
                           say("work.subscribing_again", "work run " + queue_->queue(), s.error().to_string() + "; subscribing again");
                         if (!subscribe_again_) subscribe_again_.emplace(driver(), [this] { subscribe(); });
                         return subscribe_again_->arm();
