@@ -100,16 +100,13 @@ def _hold(conn):
         pass
 
 
-class SilentToFirstConsume:
-    """A TCP proxy to a real broker on `port` that drops the first basic.consume of each client
-    connection, as a node does whose queue leader hangs: that consume is never answered (the
-    client's request times out). Everything else, and every later consume, goes through.
-    `dropped` counts the consumes dropped."""
+class BrokerProxy:
+    """A TCP proxy to a real broker on `port`, listening on a free loopback port (`url`).
+    Subclasses shape what goes through: from_client and to_client each forward one direction
+    of one connection (by default unchanged), and end both sockets when either side ends."""
 
     def __init__(self, port):
         self.port = port
-        self.dropped = 0
-        self.lock = threading.Lock()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"amqp://guest:guest@127.0.0.1:{self.listener.getsockname()[1]}"
         threading.Thread(target=self.accept, daemon=True).start()
@@ -122,42 +119,20 @@ class SilentToFirstConsume:
                 return
             broker = socket.create_connection(("127.0.0.1", int(self.port)))
             threading.Thread(target=self.from_client, args=(client, broker), daemon=True).start()
-            threading.Thread(target=self.pump, args=(broker, client), daemon=True).start()
-
-    @staticmethod
-    def is_consume(frame):
-        return frame[0] == 1 and frame[7:11] == (60).to_bytes(2, "big") + (20).to_bytes(2, "big")
+            threading.Thread(target=self.to_client, args=(broker, client), daemon=True).start()
 
     def from_client(self, src, dst):
-        dropped_here = False
-        try:
-            dst.sendall(self.read(src, 8))  # the protocol header
-            while True:
-                head = self.read(src, 7)
-                frame = head + self.read(src, int.from_bytes(head[3:7], "big") + 1)
-                if not dropped_here and self.is_consume(frame):
-                    dropped_here = True
-                    with self.lock:
-                        self.dropped += 1
-                    continue
-                dst.sendall(frame)
-        except OSError:
-            pass
-        self.close_both(src, dst)
+        self.pump(src, dst)
 
-    @staticmethod
-    def read(sock, n):
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise OSError("closed")
-            data += chunk
-        return data
+    def to_client(self, src, dst):
+        self.pump(src, dst)
 
-    def pump(self, src, dst):
+    def pump(self, src, dst, on_chunk=None):
+        """Forwards what `src` sends to `dst`, calling on_chunk(data) before each chunk goes."""
         try:
             while data := src.recv(65536):
+                if on_chunk:
+                    on_chunk(data)
                 dst.sendall(data)
         except OSError:
             pass
@@ -174,3 +149,35 @@ class SilentToFirstConsume:
 
     def close(self):
         self.listener.close()
+
+
+class SilentToFirstConsume(BrokerProxy):
+    """A proxy that drops the first basic.consume of each client connection, as a node does
+    whose queue leader hangs: that consume is never answered (the client's request times out).
+    Everything else, and every later consume, goes through. `dropped` counts the consumes
+    dropped."""
+
+    def __init__(self, port):
+        self.dropped = 0
+        self.lock = threading.Lock()
+        super().__init__(port)
+
+    @staticmethod
+    def is_consume(frame):
+        return frame[0] == 1 and frame[7:11] == (60).to_bytes(2, "big") + (20).to_bytes(2, "big")
+
+    def from_client(self, src, dst):
+        dropped_here = False
+        try:
+            dst.sendall(_read_exact(src, 8))  # the protocol header
+            while True:
+                frame = read_frame(src)
+                if not dropped_here and self.is_consume(frame):
+                    dropped_here = True
+                    with self.lock:
+                        self.dropped += 1
+                    continue
+                dst.sendall(frame)
+        except OSError:
+            pass
+        self.close_both(src, dst)

@@ -6,7 +6,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,44 +45,24 @@ def pipe(*args, timeout=60, driver="uv", env=None, url=URL):
     return subprocess.run(cmd, capture_output=True, timeout=timeout, env=env)
 
 
-class SlowProxy:
-    """A TCP proxy to the test broker that holds every chunk `delay` seconds, so each step of
-    a run (connect, each declare) takes a while; `seen` is set once the client sent `marker`."""
+class SlowProxy(fake_broker.BrokerProxy):
+    """A proxy to the test broker that holds every chunk `delay` seconds, so each step of a run
+    (connect, each declare) takes a while; `seen` is set once the client sent `marker`."""
 
     def __init__(self, marker, delay=0.15):
         self.marker, self.delay = marker, delay
         self.seen = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"amqp://guest:guest@127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self.accept, daemon=True).start()
+        super().__init__(PORT)
 
-    def accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            broker = socket.create_connection(("127.0.0.1", int(PORT)))
-            threading.Thread(target=self.pump, args=(client, broker, True), daemon=True).start()
-            threading.Thread(target=self.pump, args=(broker, client, False), daemon=True).start()
+    def from_client(self, src, dst):
+        def chunk(data):
+            if self.marker in data:
+                self.seen.set()
+            time.sleep(self.delay)
+        self.pump(src, dst, chunk)
 
-    def pump(self, src, dst, from_client):
-        try:
-            while data := src.recv(65536):
-                if from_client and self.marker in data:
-                    self.seen.set()
-                time.sleep(self.delay)
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self):
-        self.listener.close()
+    def to_client(self, src, dst):
+        self.pump(src, dst, lambda data: time.sleep(self.delay))
 
 
 class Pipe(unittest.TestCase):

@@ -13,6 +13,15 @@ void select_confirms(ScriptedBroker& b, engine::ChannelId ch) {
   b.expect_sent("ch" + id(ch) + " confirm.select(no_wait=false)");
 }
 
+// Connected, with channel 1 open and in confirm mode (its confirm.select-ok taken).
+void confirming_channel(ScriptedBroker& b) {
+  b.connect();
+  b.open_channel();
+  select_confirms(b, 1);
+  b.send(1, ConfirmSelectOk{});
+  b.next_event();
+}
+
 TEST(Publish, without_confirms_a_publish_completes_when_written) {
   ScriptedBroker b;
   b.connect();
@@ -46,11 +55,7 @@ TEST(Confirms, confirm_numbering_starts_at_select) {
 
 TEST(Confirms, acks_and_nacks_with_multiple) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     std::vector<engine::PublishId> ps;
     for (int i = 0; i < 4; ++i) ps.push_back(*b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("m"), b.now));
     b.send(1, BasicAck{2, true});  // one multiple ack: one event for the range
@@ -116,22 +121,14 @@ TEST(Confirms, unconfirmed_publishes_is_the_depth_of_the_window) {
 
 TEST(Confirms, a_confirm_for_a_publish_never_made_is_a_protocol_error) {
   ScriptedBroker b;
-  b.connect();
-  b.open_channel();
-  select_confirms(b, 1);
-  b.send(1, ConfirmSelectOk{});
-  b.next_event();
+  confirming_channel(b);
   b.send(1, BasicAck{1, false});
   b.expect_event("closed(protocol error: basic.ack 1 on channel 1 confirms a publish never made (last is 0))");
 }
 
 TEST(Confirms, a_mandatory_return_is_reported_with_its_publish) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     auto p = b.conn.publish(1, BasicPublish{"amq.direct", "nowhere", true, false}, {}, as_bytes("lost"), b.now);
     ASSERT_TRUE(p.ok());
     b.send_content(1, BasicReturn{312, "NO_ROUTE", "amq.direct", "nowhere"}, "lost");
@@ -146,11 +143,7 @@ TEST(Confirms, a_mandatory_return_is_reported_with_its_publish) {
 // flushes, so the ack for an earlier publish can come between a return and its own ack.
 TEST(Confirms, a_return_settles_its_own_publish_not_the_one_whose_ack_comes_next) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     auto kept = b.conn.publish(1, BasicPublish{"", "q", true, false}, {}, as_bytes("kept"), b.now);
     auto other = b.conn.publish(1, BasicPublish{"amq.direct", "nowhere", true, false}, {}, as_bytes("fine"), b.now);
     auto lost = b.conn.publish(1, BasicPublish{"amq.direct", "nowhere", true, false}, {}, as_bytes("lost"), b.now);
@@ -172,11 +165,7 @@ TEST(Confirms, a_return_settles_its_own_publish_not_the_one_whose_ack_comes_next
 
 TEST(Confirms, a_return_for_a_body_of_another_size_claims_the_publish_that_matches) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     auto routed = b.conn.publish(1, BasicPublish{"x", "k", true, false}, {}, as_bytes("routed"), b.now);
     auto lost = b.conn.publish(1, BasicPublish{"x", "k", true, false}, {}, as_bytes("lost"), b.now);
     ASSERT_TRUE(routed.ok() && lost.ok());
@@ -196,11 +185,7 @@ TEST(Confirms, a_return_for_a_body_of_another_size_claims_the_publish_that_match
 // acked with no copy anywhere. The message id and the body's ends tell them apart.
 TEST(Confirms, a_return_claims_the_publish_whose_message_id_and_body_it_carries) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     auto routed = b.conn.publish(1, BasicPublish{"x", "level", true, false}, {.message_id = "p1"}, as_bytes("job:p1"), b.now);
     auto lost = b.conn.publish(1, BasicPublish{"x", "level", true, false}, {.message_id = "p2"}, as_bytes("job:p2"), b.now);
     auto same_id = b.conn.publish(1, BasicPublish{"x", "level", true, false}, {.message_id = "p3"}, as_bytes("job:ab"), b.now);
@@ -225,11 +210,7 @@ TEST(Confirms, a_return_claims_the_publish_whose_message_id_and_body_it_carries)
 // sent back) still settles a publish as returned: never none, which would count it confirmed.
 TEST(Confirms, a_return_alike_only_in_destination_and_size_still_claims_a_publish) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     auto p = b.conn.publish(1, BasicPublish{"x", "k", true, false}, {.message_id = "m1"}, as_bytes("body"), b.now);
     ASSERT_TRUE(p.ok());
     b.send_content(1, BasicReturn{312, "NO_ROUTE", "x", "k"}, "BODY");
@@ -242,11 +223,7 @@ TEST(Confirms, a_return_alike_only_in_destination_and_size_still_claims_a_publis
 
 TEST(Blocked, a_publish_made_while_blocked_waits_and_takes_its_number_when_queued) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     b.send(0, ConnectionBlocked{"low on memory"});
     b.next_event();
     auto waiting = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("waits"), b.now);
@@ -284,11 +261,7 @@ TEST(Blocked, one_deadline_covers_the_wait) {
 // held behind it never left (sent: no). Both are errc::timeout.
 TEST(Blocked, a_timeout_says_whether_the_publish_left_the_client) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     auto written = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("x"), b.now);
     ASSERT_TRUE(written.ok());
     b.send(0, ConnectionBlocked{"memory"});
@@ -307,11 +280,7 @@ TEST(Blocked, a_timeout_says_whether_the_publish_left_the_client) {
 
 TEST(Confirms, one_deadline_covers_the_confirm) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("x"), b.now);
     b.advance(10s);
     b.expect_event("publish(ch1 p" + id(*p) +
@@ -378,11 +347,7 @@ TEST(Deliveries, a_body_over_many_frames_is_reassembled) {
 
 TEST(Deliveries, the_ack_counter_is_separate_from_the_confirm_counter) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     b.subscribe(1, "ctag");
     auto p = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("out"), b.now);
     b.send_content(1, BasicDeliver{"ctag", 1, false, "", "q"}, "in");
@@ -577,11 +542,7 @@ TEST(Deadlines, a_channel_timeout_bounds_its_requests_and_publishes) {
 // longer one does not name the one that timed out.
 TEST(Deadlines, a_short_publish_timeout_behind_a_long_one_fires_on_time) {
   every_split([](ScriptedBroker& b) {
-    b.connect();
-    b.open_channel();
-    select_confirms(b, 1);
-    b.send(1, ConfirmSelectOk{});
-    b.next_event();
+    confirming_channel(b);
     auto p1 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("a"), b.now);
     auto p2 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("b"), b.now, engine::PublishOptions{.timeout = 1s});
     auto p3 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("c"), b.now);
