@@ -103,8 +103,9 @@ lines = [
     "`ClientOptions::read_batching = {.min_bytes = 32768, .max_wait = 2 ms}` "
     "(`warren perf --read-min-bytes 32768 --read-max-wait 2000`).",
     "- warren-uv and warren-asio run at default settings, where read batching engages only past "
-    "bursts (`client::adaptive_read_batching`: after a read of 4 KiB or more, mark 32 KiB, max_wait "
-    "1 ms; a read of less than 2 KiB ends it) and while 256 or more publishes await their confirms "
+    "bursts (`client::adaptive_read_batching`: after a read of 4 KiB or more that completed two "
+    "deliveries or more, mark 32 KiB, max_wait 1 ms; a read of less than 2 KiB or of one delivery "
+    "ends it) and while 256 or more publishes await their confirms "
     "(`ReadBatching::owed_confirms`: W2's 1,000 in flight reads its confirms about once a millisecond). "
     "warren-uv-unbatched and warren-asio-unbatched are the same programs with batching off "
     "(`--read-min-bytes 0 --read-owed-confirms 0`: every readable byte read at once, the "
