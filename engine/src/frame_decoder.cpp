@@ -106,7 +106,11 @@ Result<std::optional<FrameView>> FrameDecoder::read_protocol_header() {
 Result<std::optional<FrameView>> FrameDecoder::next() {
   if (failed_) return error_;
   if (partial_done_) {
-    partial_.clear();  // its frame was handed out on the previous call; capacity stays
+    // Its frame was handed out on the previous call. A large frame's room is given back: a
+    // connection holds input only while a frame is incomplete, not for the rest of its life
+    // (a small one's stays, for the next frame split across reads).
+    if (partial_.capacity() > 16 * 1024) std::vector<std::byte>().swap(partial_);
+    else partial_.clear();
     partial_done_ = false;
     partial_total_ = 0;
   }

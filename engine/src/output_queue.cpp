@@ -12,7 +12,10 @@ OutputQueue::Block& OutputQueue::new_block(std::size_t at_least) {
     spare_.pop_back();
     b.capacity = block_bytes;
   } else {
-    b.capacity = std::max(at_least, block_bytes);
+    // An empty queue starts with a small block: a connection that writes a little (acks, a
+    // heartbeat) never holds a whole one. Blocks after it are standard, and recycled.
+    const std::size_t size = blocks_.empty() ? first_block_bytes : block_bytes;
+    b.capacity = std::max(at_least, size);
     b.data = std::make_unique_for_overwrite<std::byte[]>(b.capacity);
   }
   return blocks_.emplace_back(std::move(b));

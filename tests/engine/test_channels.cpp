@@ -37,6 +37,24 @@ TEST(Channels, channel_numbers_are_allocated_up_to_channel_max) {
   EXPECT_EQ(third.error().detail, "all 2 channels are in use (channel_max)");
 }
 
+// The channel table grows only to the numbers in use (a connection of one channel holds one
+// slot, not channel_max's): a frame for a number far above them is refused like any frame
+// for a channel that is not open, and the highest number can still be reached.
+TEST(Channels, the_table_grows_with_the_numbers_in_use_and_a_frame_beyond_it_is_refused) {
+  every_split([](ScriptedBroker& b) {
+    b.connect(60, 2047);
+    EXPECT_EQ(b.open_channel(), 1);
+    b.send(2000, BasicAck{1, false});
+    const std::string closed = b.next_event();
+    EXPECT_EQ(closed.rfind("closed(", 0), 0u) << closed;
+    EXPECT_NE(closed.find("frame for channel 2000, which is not open"), std::string::npos) << closed;
+  });
+  ScriptedBroker b;
+  b.connect(60, 300);
+  for (int n = 1; n <= 300; ++n) ASSERT_EQ(b.open_channel(), n);
+  EXPECT_FALSE(b.conn.open_channel(b.now).ok());
+}
+
 TEST(Channels, a_channel_error_closes_only_its_channel_and_fails_its_requests) {
   every_split([](ScriptedBroker& b) {
     b.connect();

@@ -168,6 +168,28 @@ TEST(Heartbeat, our_own_traffic_postpones_the_heartbeat) {
   b.expect_sent("heartbeat");
 }
 
+// Ten thousand connections' heartbeats must not be ten thousand wake-ups: the deadline each
+// asks its timer for lies on a granule the process's connections share (1,024 ms for a 60 s
+// heartbeat), at most 1/16 of the interval after the heartbeat is due.
+TEST(Heartbeat, deadlines_fall_on_a_granule_every_connection_shares) {
+  ScriptedBroker a;
+  a.connect(60);
+  ScriptedBroker b;
+  b.now += 300ms;  // connected 300 ms later
+  b.connect(60);
+  const auto due_a = a.conn.poll_timeout(), due_b = b.conn.poll_timeout();
+  ASSERT_TRUE(due_a && due_b);
+  EXPECT_EQ(*due_a, *due_b);
+  EXPECT_EQ(due_a->time_since_epoch() % 1024ms, 0ms);
+  EXPECT_GE(*due_b, b.now + 60s);
+  EXPECT_LE(*due_a, a.now + 60s + 60s / 16);
+  // Fired then, each sends its heartbeat.
+  a.advance(std::chrono::duration_cast<std::chrono::milliseconds>(*due_a - a.now));
+  a.expect_sent("heartbeat");
+  b.advance(std::chrono::duration_cast<std::chrono::milliseconds>(*due_b - b.now));
+  b.expect_sent("heartbeat");
+}
+
 TEST(Heartbeat, peer_dead_after_twice_the_interval_without_traffic) {
   every_split([](ScriptedBroker& b) {
     b.connect(10);

@@ -66,6 +66,33 @@ TEST(FrameDecoder, BuffersOnlyWhatAnIncompleteFrameNeeds) {
   EXPECT_EQ(d.buffered_bytes(), 3u);
 }
 
+// An idle connection holds input only while a frame is incomplete: a 100 KB frame that came
+// in two reads is buffered while it is incomplete, and its room is given back once the frame
+// was handed out.
+TEST(FrameDecoder, ALargeFrameSplitAcrossReadsIsNotHeldOnceHandedOut) {
+  OutputQueue q;
+  const std::string body(100'000, 'b');
+  ASSERT_TRUE(write_content(q, 1, BasicDeliver{"ctag", 1, false, "", "q"}, BasicProperties{}, test::as_bytes(body),
+                            131072).ok());
+  const auto stream = q.to_vector();
+  FrameDecoder d;
+  d.set_frame_max(131072);
+  const std::size_t half = stream.size() / 2;
+  d.feed(std::span(stream).first(half));
+  std::size_t frames = 0;
+  for (auto r = d.next(); r.ok() && r->has_value(); r = d.next()) ++frames;
+  EXPECT_EQ(frames, 2u);  // deliver and header; the body is incomplete
+  EXPECT_GE(d.held_bytes(), half - 100);
+  d.feed(std::span(stream).subspan(half));
+  auto last = d.next();
+  ASSERT_TRUE(last.ok() && last->has_value());
+  EXPECT_EQ((*last)->payload.size(), body.size());
+  auto end = d.next();  // the body frame handed out: its room goes back
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(end->has_value());
+  EXPECT_EQ(d.held_bytes(), 0u);
+}
+
 // The frame decoder fuzzer's old out-of-memory input (now in its corpus as
 // regression-4gb-size-claim-without-frame-max): with no frame_max in force, a header that
 // claims a 4 GiB frame must not make the decoder reserve it. It buffers what came, no more.

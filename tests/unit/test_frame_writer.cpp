@@ -70,7 +70,8 @@ TEST(OutputQueue, ViewsGatherBlocksAndConsumeRecyclesThem) {
   EXPECT_EQ(q.size_bytes(), 5 * chunk.size());
   auto v = q.view();
   EXPECT_EQ(v.bytes, q.size_bytes());
-  EXPECT_EQ(v.count, 3u);
+  // The small first block, then standard ones: 4 KiB + 64 KiB + 64 KiB + the rest.
+  EXPECT_EQ(v.count, 4u);
   std::size_t total = 0;
   for (auto part : v) total += part.size();
   EXPECT_EQ(total, v.bytes);
@@ -84,13 +85,33 @@ TEST(OutputQueue, ViewsGatherBlocksAndConsumeRecyclesThem) {
   EXPECT_EQ(q.size_bytes(), 4u);
 }
 
+// An idle connection holds no write buffer: once everything queued was written, its blocks,
+// spare ones included, go back; while anything is queued, nothing does.
+TEST(OutputQueue, ReleaseWhenEmptyFreesEveryBlockOnlyWhenEmpty) {
+  OutputQueue q;
+  std::vector<std::byte> block(OutputQueue::block_bytes, std::byte{1});
+  for (int i = 0; i < 3; ++i) q.append(block);
+  q.consume(2 * OutputQueue::block_bytes);
+  q.release_when_empty();
+  EXPECT_EQ(q.size_bytes(), OutputQueue::block_bytes);
+  EXPECT_GE(q.held_bytes(), OutputQueue::block_bytes);
+  q.consume(q.size_bytes());
+  EXPECT_GE(q.held_bytes(), 3 * OutputQueue::block_bytes);  // recycled, for the next burst
+  q.release_when_empty();
+  EXPECT_EQ(q.held_bytes(), 0u);
+  q.append(block);  // and it works on as before
+  EXPECT_EQ(q.view().bytes, OutputQueue::block_bytes);
+}
+
 TEST(OutputQueue, ViewIsCappedAtMaxParts) {
   OutputQueue q;
   std::vector<std::byte> block(OutputQueue::block_bytes, std::byte{1});
   for (std::size_t i = 0; i < OutputView::max_parts + 4; ++i) q.append(block);
   auto v = q.view();
   EXPECT_EQ(v.count, OutputView::max_parts);
-  EXPECT_EQ(v.bytes, OutputView::max_parts * OutputQueue::block_bytes);
+  // The first part is the small first block; the others are whole standard blocks.
+  EXPECT_EQ(v.parts[0].size(), OutputQueue::first_block_bytes);
+  EXPECT_EQ(v.bytes, OutputQueue::first_block_bytes + (OutputView::max_parts - 1) * OutputQueue::block_bytes);
 }
 
 TEST(OutputQueue, AnOversizedPieceGetsItsOwnBlock) {

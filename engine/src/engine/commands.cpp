@@ -100,13 +100,19 @@ Result<ChannelId> Connection::open_channel(Instant now) {
   auto& s = *impl_;
   s.now_ = now;
   if (auto r = s.check_open(); !r.ok()) return std::move(r).error();
-  const std::size_t limit = s.channels_.size();
+  // The lowest free number. The table grows only as far as the numbers in use: a connection
+  // of one channel holds one slot, not channel_max's 2,047.
+  const std::size_t limit = std::size_t{s.channel_max_ == 0 ? std::uint16_t{65535} : s.channel_max_} + 1;
   ChannelId id = 0;
-  for (std::size_t n = 1; n < limit; ++n)
+  for (std::size_t n = 1; n < s.channels_.size(); ++n)
     if (!s.channels_[n]) {
       id = static_cast<ChannelId>(n);
       break;
     }
+  if (id == 0 && std::max<std::size_t>(s.channels_.size(), 1) < limit) {
+    id = static_cast<ChannelId>(std::max<std::size_t>(s.channels_.size(), 1));
+    s.channels_.resize(std::size_t{id} + 1);
+  }
   if (id == 0)
     return make_error(errc::resource_locked, "all " + std::to_string(limit - 1) + " channels are in use (channel_max)");
   auto ch = std::make_unique<Channel>();

@@ -114,7 +114,8 @@ class Connection::Impl {
   bool blocked_ = false;
   std::string blocked_reason_;
 
-  std::vector<std::unique_ptr<detail::Channel>> channels_;  // by channel number
+  // By channel number, up to the highest in use (open_channel grows it; 0 is never used).
+  std::vector<std::unique_ptr<detail::Channel>> channels_;
   // Why the broker closed a channel number, until the number is opened again: a verb on it
   // then names the broker's reply, not only that the channel is not open.
   std::map<ChannelId, Error> closed_by_broker_;

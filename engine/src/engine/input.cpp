@@ -161,7 +161,6 @@ void Connection::Impl::on_connection_method(const wire::Method& m) {
       return;
     }
     phase_ = Running{};
-    channels_.resize(std::size_t{channel_max_ == 0 ? std::uint16_t{65535} : channel_max_} + 1);
     emit(Connected{&server_properties_, channel_max_, frame_max_, heartbeat_s_});
     return;
   }

@@ -47,7 +47,9 @@ class Ring {
  private:
   std::size_t mask() const noexcept { return slots_.size() - 1; }
   void grow() {
-    std::vector<T> bigger(slots_.empty() ? 16 : slots_.size() * 2);
+    // Four to start: a channel's queue of requests is mostly empty, and every channel has
+    // one (2,000 channels at 16 slots held 2.5 MiB before a request was made).
+    std::vector<T> bigger(slots_.empty() ? 4 : slots_.size() * 2);
     for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) & mask()]);
     slots_ = std::move(bigger);
     head_ = 0;

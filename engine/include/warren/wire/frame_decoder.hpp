@@ -46,6 +46,8 @@ class FrameDecoder {
 
   [[nodiscard]] const Error* error() const noexcept { return failed_ ? &error_ : nullptr; }
   [[nodiscard]] std::size_t buffered_bytes() const noexcept { return partial_.size(); }
+  // The memory held for frames split across reads (tests).
+  [[nodiscard]] std::size_t held_bytes() const noexcept { return partial_.capacity(); }
 
  private:
   Result<std::optional<FrameView>> latch(Error e);

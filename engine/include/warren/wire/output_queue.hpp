@@ -26,6 +26,7 @@ struct OutputView {
 class OutputQueue {
  public:
   static constexpr std::size_t block_bytes = 64 * 1024;
+  static constexpr std::size_t first_block_bytes = 4 * 1024;
 
   OutputQueue() = default;
   OutputQueue(const OutputQueue&) = delete;
@@ -54,6 +55,19 @@ class OutputQueue {
   void consume(std::size_t n) noexcept;
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  // When nothing is queued, frees every block: an idle connection holds no write buffer
+  // (the engine calls it from a timer turn, so a busy stream keeps reusing its blocks).
+  void release_when_empty() noexcept {
+    if (size_ != 0) return;
+    blocks_.clear();
+    spare_.clear();
+  }
+  // Bytes of blocks held, queued or spare (tests).
+  [[nodiscard]] std::size_t held_bytes() const noexcept {
+    std::size_t n = spare_.size() * block_bytes;
+    for (const Block& b : blocks_) n += b.capacity;
+    return n;
+  }
   // Copies everything queued into one vector (tests and tools; not for the hot path).
   [[nodiscard]] std::vector<std::byte> to_vector() const;
 
