@@ -136,8 +136,10 @@ void Connection::dial_next() {
 void Connection::on_connected() {
   engine_.emplace(options_.engine, driver_.now());
   std::weak_ptr<Connection> self = weak_from_this();
+  timer_at_.reset();
   timer_ = driver_.timer([self] {
     if (auto c = self.lock()) {
+      c->timer_at_.reset();  // fired: the next pump arms it again
       if (!c->engine_) return;
       c->engine_->handle_timeout(c->driver_.now());
       c->pump();
@@ -233,10 +235,14 @@ void Connection::pump() {
     stream_->set_reading(reading_);
   }
   watch_held_input();
-  if (timer_) {
-    if (auto t = engine_->poll_timeout()) timer_->arm(*t);
-    else timer_->cancel();
-  }
+  // Armed only when the engine's next deadline changed: traffic moves a heartbeat's deadline
+  // within its granule (engine: on_heartbeat_granule) without moving the timer.
+  if (timer_)
+    if (const auto t = engine_->poll_timeout(); t != timer_at_) {
+      timer_at_ = t;
+      if (t) timer_->arm(*t);
+      else timer_->cancel();
+    }
   // Finished: the stream goes once its last write is out, or at once when it already ended
   // (an EOF or a reset) — and the timers with it, which on Asio must not outlive the
   // application's io_context.
@@ -845,6 +851,7 @@ void Connection::watch_held_input() {
 // application's io_context.
 void Connection::drop_timers() {
   timer_.reset();
+  timer_at_.reset();
   peek_timer_.reset();
   peek_armed_ = false;
 }

@@ -1,4 +1,5 @@
 #include "warren/asio/asio_driver.hpp"
+#include "warren/client/read_buffer.hpp"
 #include "warren/tls/tls_pump.hpp"
 
 #include <asio/bind_allocator.hpp>
@@ -43,8 +44,7 @@ Error net_error(const std::string& what, const std::error_code& ec) {
 // handler that completes after close() finds `events == nullptr` and does nothing.
 struct State : std::enable_shared_from_this<State> {
   State(asio::io_context& io, client::Endpoint ep, client::StreamEvents& ev)
-      : resolver(io), socket(io), dial_timer(io), batch_timer(io), endpoint(std::move(ep)), events(&ev),
-        read_buffer(64 * 1024) {}
+      : resolver(io), socket(io), dial_timer(io), batch_timer(io), endpoint(std::move(ep)), events(&ev) {}
 
   tcp::resolver resolver;
   tcp::socket socket;
@@ -53,13 +53,14 @@ struct State : std::enable_shared_from_this<State> {
   client::Endpoint endpoint;
   client::StreamEvents* events;
   std::optional<tls::TlsPump> tls;
-  std::vector<std::byte> read_buffer;
   std::vector<std::byte> cipher_out;
   std::vector<asio::const_buffer> write_buffers;  // the write in flight's parts
   // The read's and the write's operations, reused: a busy connection allocates nothing.
   detail::OperationBlocks read_ops, write_ops;
   bool connected = false;
-  bool reading = false;
+  bool reading = false;   // a wait for readiness is in flight
+  bool handing_on = false;  // inside read_now(): it reads on while reading is wanted
+  bool probe_posted = false;
   bool want_reading = true;
   bool tls_writing = false;
   // Read batching (client::ReadBatching); see read().
@@ -67,7 +68,6 @@ struct State : std::enable_shared_from_this<State> {
   bool streaming = false;  // bytes keep coming: the mark is min_bytes, reads wait for it
   bool replies_owed = false;  // the client's word: any read that brings bytes is a burst
   std::size_t deliveries = 0;  // the client's word on the read being handed on: what it completed
-  bool non_blocking = false;
   detail::OperationBlocks batch_ops;
 
   std::string where() const { return endpoint.host + ":" + std::to_string(endpoint.port); }
@@ -124,6 +124,7 @@ struct State : std::enable_shared_from_this<State> {
       if (ec) return self->connect(std::move(addresses), next + 1, ec);
       std::error_code ignored;
       self->socket.set_option(tcp::no_delay(true), ignored);
+      self->socket.non_blocking(true, ignored);  // read_now()'s reads return what is there, never wait
       self->read();
       if (self->tls) return self->send_ciphertext();  // ClientHello first
       self->on_connected();
@@ -136,38 +137,44 @@ struct State : std::enable_shared_from_this<State> {
     events->on_connected();
   }
 
-  // Reading. Without batching, and while quiet with it, an async_read_some: Asio reads at once
-  // what is there. While streaming with batching, the socket's SO_RCVLOWAT is min_bytes and
-  // the read is a wait for readiness, which the kernel signals only at the mark, then one
-  // non-blocking read; the batch timer reads what sits below the mark max_wait after the last
-  // read, and a read that finds nothing means quiet again (the mark back to one byte, which
-  // the kernel re-checks at once, so bytes already there are not missed). The timer also
-  // covers an edge that came between a read and the next wait.
+  // Reading: a wait for readiness, then non-blocking reads into the thread's buffer
+  // (client::ReadBuffer) until one comes back short. No buffer is held while waiting: an
+  // async_read_some would hold one per connection for as long as the connection is idle.
+  // A short read drained the socket, and bytes that come after it make a new edge for the
+  // next wait (Asio's reactor is edge-triggered, and one loop thread queues the wait before
+  // it polls again). Where the chain starts again (reading wanted again, the connection
+  // made), a read is tried first (probe()): bytes that came while no wait was in flight made
+  // their edge already. While streaming with batching, the socket's SO_RCVLOWAT is min_bytes,
+  // so the kernel signals readiness only at the mark; the batch timer reads what sits below
+  // it max_wait after the last read, and a read that finds nothing means quiet again (the
+  // mark back to one byte, which the kernel re-checks at once, so bytes already there are not
+  // missed). The timer also covers an edge that came between a read and the next wait.
   void read() {
     if (reading || !want_reading || !events) return;
     reading = true;
     auto self = shared_from_this();
-    if (streaming) {
-      socket.async_wait(tcp::socket::wait_read,
-                        asio::bind_allocator(detail::OperationAllocator<void>(&read_ops), [self](const std::error_code& ec) {
-                          self->reading = false;
-                          if (!self->events) return;
-                          if (ec) return self->fail(net_error("read " + self->where(), ec));
-                          if (!self->want_reading) return;
-                          self->read_now();
-                          self->read();
-                        }));
-      return;
-    }
-    socket.async_read_some(asio::buffer(read_buffer.data(), read_buffer.size()),
-                           asio::bind_allocator(detail::OperationAllocator<void>(&read_ops),
-                                                [self](const std::error_code& ec, std::size_t n) {
-                             self->reading = false;
-                             if (!self->events) return;
-                             if (ec) return self->fail(self->read_error(ec));
-                             self->hand_on(n);
-                             self->read();
-                           }));
+    socket.async_wait(tcp::socket::wait_read,
+                      asio::bind_allocator(detail::OperationAllocator<void>(&read_ops), [self](const std::error_code& ec) {
+                        self->reading = false;
+                        if (!self->events) return;
+                        if (ec) return self->fail(net_error("read " + self->where(), ec));
+                        if (!self->want_reading) return;
+                        self->read_now();
+                        self->read();
+                      }));
+  }
+
+  // Reading wanted again: what came meanwhile is read from the loop (never inside the
+  // caller, which may be handing on a read of its own), then the wait goes on.
+  void probe() {
+    if (probe_posted || handing_on) return;  // read_now() reads on by itself
+    probe_posted = true;
+    asio::post(socket.get_executor(), [self = shared_from_this()] {
+      self->probe_posted = false;
+      if (!self->events || !self->want_reading || self->reading) return;
+      self->read_now();
+      self->read();
+    });
   }
 
   Error read_error(const std::error_code& ec) const {
@@ -175,25 +182,34 @@ struct State : std::enable_shared_from_this<State> {
                                   : net_error("read " + where(), ec);
   }
 
-  // Non-blocking reads (the socket is non-blocking once batching is on) while each fills the
-  // buffer: Asio's reactor is edge-triggered, so a backlog left after one read would get no
-  // new edge when the sender pauses, and would drain one buffer per max_wait.
+  // Non-blocking reads while each fills the buffer: a backlog left after one read would get
+  // no new edge when the sender pauses, and would wait for the next bytes (or drain one
+  // buffer per max_wait).
   void read_now() {
+    const client::ReadBuffer buffer;  // the thread's, for these reads only
+    handing_on = true;
     for (;;) {
       std::error_code ec;
-      const std::size_t n = socket.read_some(asio::buffer(read_buffer.data(), read_buffer.size()), ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) return batch_after_read(0);
-      if (ec) return fail(read_error(ec));
-      hand_on(n);
-      if (!events || n < read_buffer.size() || !want_reading) return;
+      const std::size_t n = socket.read_some(asio::buffer(buffer.data(), client::ReadBuffer::bytes), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) {
+        handing_on = false;
+        return batch_after_read(0);
+      }
+      if (ec) {
+        handing_on = false;
+        return fail(read_error(ec));
+      }
+      hand_on(std::span<const std::byte>(buffer.data(), n));
+      if (!events || n < client::ReadBuffer::bytes || !want_reading) break;
     }
+    handing_on = false;
   }
 
   // Bytes read, handed on; then batching, by what the client said they completed.
-  void hand_on(std::size_t n) {
+  void hand_on(std::span<const std::byte> bytes) {
     deliveries = 0;
-    on_read(std::span<const std::byte>(read_buffer.data(), n));
-    if (events) batch_after_read(n);
+    on_read(bytes);
+    if (events) batch_after_read(bytes.size());
   }
 
   bool batching_on() const { return batching.min_bytes > 0 && connected; }
@@ -217,14 +233,9 @@ struct State : std::enable_shared_from_this<State> {
     if (found > 0 && (burst || replies_owed)) {
       if (!streaming) {
         streaming = true;
-        if (!non_blocking) {
-          std::error_code ignored;
-          socket.non_blocking(true, ignored);
-          non_blocking = true;
-        }
         // Never above one read buffer: a mark one read could not take would leave the bytes
         // below it to the timer, one buffer per max_wait.
-        set_mark(std::min(batching.min_bytes, read_buffer.size()));
+        set_mark(std::min(batching.min_bytes, client::ReadBuffer::bytes));
       }
       wait_batch_timer();
     } else if (streaming) {
@@ -297,6 +308,7 @@ struct State : std::enable_shared_from_this<State> {
   void send_ciphertext() {
     if (tls_writing || !events) return;
     if (!tls->take_ciphertext(cipher_out)) {
+      tls::release_spent(cipher_out);  // all written
       if (const std::size_t done = tls->take_completed(); done > 0) events->on_written(done);
       return;
     }
@@ -320,7 +332,7 @@ class AsioStream final : public client::Stream {
   void set_reading(bool reading) override {
     state_->want_reading = reading;
     if (!reading || !state_->connected) return;
-    state_->read();
+    state_->probe();
     // What sat below the mark while reading was held is read by the batch timer.
     if (state_->streaming) state_->wait_batch_timer();
   }

@@ -2,11 +2,14 @@
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <arpa/inet.h>
 
+#include <map>
+#include <mutex>
 #include <optional>
 
 namespace warren::tls {
@@ -37,37 +40,40 @@ std::unique_ptr<BIO, BioFree> memory(const std::string& pem) {
   return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
 }
 
-bool is_ip_address(const std::string& name) {
-  unsigned char buf[16];
-  return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+struct CtxFree { void operator()(SSL_CTX* p) const { SSL_CTX_free(p); } };
+using SharedCtx = std::shared_ptr<SSL_CTX>;
+
+// A context holds the trusted CAs (the system's store is a few hundred certificates) and the
+// client's certificate: made once for every connection with the same settings, not once per
+// connection. Keyed by a digest of the settings, so the cache keeps no copy of a private key.
+std::string settings_digest(const TlsOptions& options) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
+  for (const std::string* part : {&options.ca_pem, &options.client_cert_pem, &options.client_key_pem}) {
+    const std::uint64_t size = part->size();  // lengths first: no two settings hash alike by moving a boundary
+    EVP_DigestUpdate(md, &size, sizeof size);
+    EVP_DigestUpdate(md, part->data(), part->size());
+  }
+  EVP_DigestFinal_ex(md, digest, &length);
+  EVP_MD_CTX_free(md);
+  return std::string(reinterpret_cast<const char*>(digest), length);
 }
 
-}  // namespace
-
-struct TlsSession::Impl {
-  // Deleters named here, not in the file's anonymous namespace: Impl has external linkage.
-  struct CtxFree { void operator()(SSL_CTX* p) const { SSL_CTX_free(p); } };
-  struct SslFree { void operator()(SSL* p) const { SSL_free(p); } };
-  std::unique_ptr<SSL_CTX, CtxFree> ctx;
-  std::unique_ptr<SSL, SslFree> ssl;
-  BIO* in = nullptr;   // ciphertext from the peer (owned by ssl)
-  BIO* out = nullptr;  // ciphertext to the peer (owned by ssl)
-  std::optional<Error> failed;
-};
-
-Result<TlsSession> TlsSession::client(const TlsOptions& options) {
-  if (options.server_name.empty())
-    return make_error(errc::tls_config, "a TLS connection needs the server name to verify");
-  auto impl = std::make_unique<Impl>();
-  impl->ctx.reset(SSL_CTX_new(TLS_client_method()));
-  if (!impl->ctx) return config_error("cannot create a TLS context");
-  SSL_CTX_set_min_proto_version(impl->ctx.get(), TLS1_2_VERSION);
+Result<SharedCtx> make_context(const TlsOptions& options) {
+  SharedCtx ctx(SSL_CTX_new(TLS_client_method()), CtxFree{});
+  if (!ctx) return config_error("cannot create a TLS context");
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  // An idle connection gives its record buffers back (about 34 KiB each) until its next
+  // record: most of a connection's memory while nothing moves.
+  SSL_CTX_set_mode(ctx.get(), SSL_MODE_RELEASE_BUFFERS);
   // Verification is not optional: a chain to a trusted CA, and the expected name.
-  SSL_CTX_set_verify(impl->ctx.get(), SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   if (options.ca_pem.empty()) {
-    if (SSL_CTX_set_default_verify_paths(impl->ctx.get()) != 1) return config_error("cannot load the system's CAs");
+    if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) return config_error("cannot load the system's CAs");
   } else {
-    X509_STORE* store = SSL_CTX_get_cert_store(impl->ctx.get());
+    X509_STORE* store = SSL_CTX_get_cert_store(ctx.get());
     auto bio = memory(options.ca_pem);
     int loaded = 0;
     while (std::unique_ptr<X509, X509Free> cert{PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)}) {
@@ -84,10 +90,53 @@ Result<TlsSession> TlsSession::client(const TlsOptions& options) {
     auto kbio = memory(options.client_key_pem);
     std::unique_ptr<EVP_PKEY, KeyFree> key{PEM_read_bio_PrivateKey(kbio.get(), nullptr, nullptr, nullptr)};
     if (!key) return config_error("the client key PEM holds no private key");
-    if (SSL_CTX_use_certificate(impl->ctx.get(), cert.get()) != 1 ||
-        SSL_CTX_use_PrivateKey(impl->ctx.get(), key.get()) != 1 || SSL_CTX_check_private_key(impl->ctx.get()) != 1)
+    if (SSL_CTX_use_certificate(ctx.get(), cert.get()) != 1 || SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1 ||
+        SSL_CTX_check_private_key(ctx.get()) != 1)
       return config_error("the client key does not match its certificate");
   }
+  return ctx;
+}
+
+// The context for these settings: one that a live connection uses already, or a new one.
+// Connections dialled from several threads share the cache (a context, once made, is only
+// read by OpenSSL).
+Result<SharedCtx> shared_context(const TlsOptions& options) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<SSL_CTX>> contexts;
+  const std::string key = settings_digest(options);
+  std::lock_guard lock(mutex);
+  std::erase_if(contexts, [](const auto& entry) { return entry.second.expired(); });
+  if (auto it = contexts.find(key); it != contexts.end())
+    if (SharedCtx ctx = it->second.lock()) return ctx;
+  auto made = make_context(options);
+  if (made.ok()) contexts[key] = *made;
+  return made;
+}
+
+bool is_ip_address(const std::string& name) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+}
+
+}  // namespace
+
+struct TlsSession::Impl {
+  // Deleters named here, not in the file's anonymous namespace: Impl has external linkage.
+  struct SslFree { void operator()(SSL* p) const { SSL_free(p); } };
+  std::shared_ptr<SSL_CTX> ctx;  // shared by every connection with the same settings
+  std::unique_ptr<SSL, SslFree> ssl;
+  BIO* in = nullptr;   // ciphertext from the peer (owned by ssl)
+  BIO* out = nullptr;  // ciphertext to the peer (owned by ssl)
+  std::optional<Error> failed;
+};
+
+Result<TlsSession> TlsSession::client(const TlsOptions& options) {
+  if (options.server_name.empty())
+    return make_error(errc::tls_config, "a TLS connection needs the server name to verify");
+  auto impl = std::make_unique<Impl>();
+  auto ctx = shared_context(options);
+  if (!ctx.ok()) return std::move(ctx).error();
+  impl->ctx = std::move(*ctx);
   impl->ssl.reset(SSL_new(impl->ctx.get()));
   if (!impl->ssl) return config_error("cannot create a TLS session");
   if (is_ip_address(options.server_name)) {
@@ -120,7 +169,7 @@ Result<void> TlsSession::handle_ciphertext(std::span<const std::byte> bytes) {
   if (impl_->failed) return *impl_->failed;
   if (!bytes.empty() && BIO_write(impl_->in, bytes.data(), static_cast<int>(bytes.size())) != static_cast<int>(bytes.size()))
     return make_error(errc::tls_failed, "cannot buffer TLS input");
-  plain_in_.clear();  // the previous call's plaintext has been handed on
+  release_spent(plain_in_);  // the previous call's plaintext has been handed on
   return pump(true);
 }
 
@@ -146,6 +195,7 @@ Result<void> TlsSession::pump(bool decrypt) {
   if (!impl_->failed && handshake_done() && !plain_out_.empty()) {
     int n = SSL_write(ssl, plain_out_.data(), static_cast<int>(plain_out_.size()));
     if (n > 0) plain_out_.erase(plain_out_.begin(), plain_out_.begin() + n);
+    if (plain_out_.empty()) release_spent(plain_out_);
   }
   if (decrypt && !impl_->failed && handshake_done()) {
     std::byte buf[16384];
@@ -186,7 +236,7 @@ std::span<const std::byte> TlsSession::pending_ciphertext() {
 void TlsSession::consume_ciphertext(std::size_t n) {
   cipher_out_head_ = std::min(cipher_out_head_ + n, cipher_out_.size());
   if (cipher_out_head_ == cipher_out_.size()) {
-    cipher_out_.clear();
+    release_spent(cipher_out_);
     cipher_out_head_ = 0;
   }
 }

@@ -5,6 +5,7 @@
 #include "uv_stream.hpp"
 
 #include "close_handle.hpp"
+#include "warren/client/read_buffer.hpp"
 #include "warren/tls/tls_pump.hpp"
 
 #include <netinet/in.h>
@@ -52,8 +53,7 @@ class UvStream final : public client::Stream {
  public:
   UvStream(uv_loop_t* loop, client::Endpoint endpoint, engine::Duration timeout, std::optional<client::TlsSettings> tls,
            client::StreamEvents& events)
-      : loop_(loop), endpoint_(std::move(endpoint)), events_(&events), timeout_ms_(timeout.count()),
-        read_buffer_(64 * 1024) {
+      : loop_(loop), endpoint_(std::move(endpoint)), events_(&events), timeout_ms_(timeout.count()) {
     idle_ = new uv_idle_t;
     uv_idle_init(loop_, idle_);
     idle_->data = this;
@@ -335,10 +335,11 @@ class UvStream final : public client::Stream {
 
   // The mark never exceeds one read buffer: a mark that one read could not take would leave
   // the bytes below it to the timer, one buffer per max_wait.
-  std::size_t mark_bytes() const { return std::min({batching_.min_bytes, read_buffer_.size(), std::size_t{INT_MAX}}); }
+  std::size_t mark_bytes() const { return std::min({batching_.min_bytes, client::ReadBuffer::bytes, std::size_t{INT_MAX}}); }
 
   void read_once() {
-    ssize_t n = ::recv(socket_->fd, read_buffer_.data(), read_buffer_.size(), 0);
+    const client::ReadBuffer buffer;  // the thread's, for this read only
+    ssize_t n = ::recv(socket_->fd, buffer.data(), client::ReadBuffer::bytes, 0);
     if (n == 0) return fail(make_error(errc::connection_lost, "the broker closed the connection"));
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return batch_after_read(0);
@@ -347,7 +348,7 @@ class UvStream final : public client::Stream {
     // Handed on first: the client says then what the bytes completed (note_deliveries).
     deliveries_ = 0;
     auto* witness = &socket_->poll;
-    deliver(std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n)));
+    deliver(std::span<const std::byte>(buffer.data(), static_cast<std::size_t>(n)));
     if (!witness->data || !events_) return;  // closed meanwhile (and maybe gone)
     batch_after_read(static_cast<std::size_t>(n));
   }
@@ -373,15 +374,16 @@ class UvStream final : public client::Stream {
   // sit there below the mark. Then the cause is the socket's own error, named as it is.
   void drain_then_fail(int poll_status) {
     auto* witness = &socket_->poll;
+    const client::ReadBuffer buffer;
     for (;;) {
-      const ssize_t n = ::recv(socket_->fd, read_buffer_.data(), read_buffer_.size(), 0);
+      const ssize_t n = ::recv(socket_->fd, buffer.data(), client::ReadBuffer::bytes, 0);
       if (n == 0) return fail(make_error(errc::connection_lost, "the broker closed the connection"));
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return fail(sys_error("read " + where(), errno));
         break;
       }
-      deliver(std::span<const std::byte>(read_buffer_.data(), static_cast<std::size_t>(n)));
+      deliver(std::span<const std::byte>(buffer.data(), static_cast<std::size_t>(n)));
       if (!witness->data || !events_) return;
     }
     int error = 0;
@@ -434,6 +436,7 @@ class UvStream final : public client::Stream {
   void send_ciphertext() {
     if (!socket_ || !out_done()) return;
     if (!tls_->take_ciphertext(cipher_out_)) {
+      tls::release_spent(cipher_out_);  // all written
       if (const std::size_t done = tls_->take_completed(); done > 0) {
         written_ += done;
         wake();
@@ -472,7 +475,6 @@ class UvStream final : public client::Stream {
   bool dialling_ = false;
   bool connected_ = false;
   bool reading_ = true;
-  std::vector<std::byte> read_buffer_;
   std::vector<iovec> out_;  // the write in progress: what is left of it from out_next_ on
   std::size_t out_next_ = 0;
   std::size_t out_total_ = 0;

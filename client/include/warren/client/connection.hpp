@@ -244,6 +244,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::string peer_;  // "host:port" of the host dialled last: what records name
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Timer> timer_;
+  std::optional<engine::Instant> timer_at_;  // what timer_ is armed for (nullopt: not armed)
   std::optional<engine::Connection> engine_;
   wire::FieldTable server_properties_;  // copied from Connected
   bool dispatching_ = false;

@@ -15,6 +15,14 @@
 
 namespace warren::tls {
 
+// Empties a buffer, and gives its memory back when a burst grew it past one record's worth:
+// an idle connection keeps nothing of its last burst. (A busy one reallocates per burst,
+// which costs little beside decrypting or encrypting it.)
+inline void release_spent(std::vector<std::byte>& buffer) {
+  if (buffer.capacity() > 16 * 1024) std::vector<std::byte>().swap(buffer);
+  else buffer.clear();
+}
+
 struct TlsOptions {
   std::string server_name{};      // the name (or IP) the certificate must carry; sent as SNI
   std::string ca_pem{};           // trusted CAs, PEM; empty: the system's default store
