@@ -371,9 +371,9 @@ void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
     if (p.id != 0) emit(RequestFailed{ch.id, p.id, cause});
   }
   // A basic.get whose get-ok came but whose content did not: it left `pending` already.
-  if (ch.assembly.kind == Assembly::Kind::get_ok) {
-    emit(RequestFailed{ch.id, ch.assembly.request, cause});
-    ch.assembly.kind = Assembly::Kind::discard;
+  if (ch.assembly_kind() == Assembly::Kind::get_ok) {
+    emit(RequestFailed{ch.id, ch.assembly().request, cause});
+    ch.assembly().kind = Assembly::Kind::discard;
   }
   while (!ch.unconfirmed.empty()) {
     auto u = ch.unconfirmed.pop_front();
@@ -396,7 +396,7 @@ void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
 
 void Connection::Impl::begin_channel_close(Channel& ch, const Error& cause, RequestId request) {
   fail_channel_work(ch, cause);
-  if (ch.assembly.kind != Assembly::Kind::none) ch.assembly.kind = Assembly::Kind::discard;
+  if (ch.assembly_kind() != Assembly::Kind::none) ch.assembly().kind = Assembly::Kind::discard;
   std::string text = cause.reply_code == 0 && cause.code ? cause.detail : std::string{};
   send_method(ch.id, wire::ChannelClose{wire::reply::success, text.substr(0, 255), 0, 0});
   ch.state = Channel::Closing{expiry(options_.close_timeout), request, false};

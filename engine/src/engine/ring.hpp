@@ -39,6 +39,13 @@ class Ring {
     slots_[(head_ + size_ - 1) & mask()] = T{};
     --size_;
   }
+  // Frees the slots once nothing is queued: for a queue that is empty most of its life (a
+  // channel's requests), at the price of allocating again for the next one.
+  void release_when_empty() noexcept {
+    if (size_ != 0) return;
+    std::vector<T>().swap(slots_);
+    head_ = 0;
+  }
   void clear() noexcept {
     while (size_) pop_front();
     head_ = 0;

@@ -154,7 +154,15 @@ struct Channel {
   std::uint64_t max_delivery_tag = 0;
   bool app_qos = false;
   std::vector<std::unique_ptr<Consumer>> consumers;  // stable addresses: deliveries point at them
-  Assembly assembly;
+  // The message being assembled: made at the channel's first content frame and kept (560
+  // bytes a channel that never receives one, a publisher's or an idle consumer's, would hold).
+  std::unique_ptr<Assembly> assembling;
+
+  [[nodiscard]] Assembly::Kind assembly_kind() const noexcept { return assembling ? assembling->kind : Assembly::Kind::none; }
+  Assembly& assembly() {
+    if (!assembling) assembling = std::make_unique<Assembly>();
+    return *assembling;
+  }
 
   Consumer* find_consumer(std::string_view tag) {
     for (auto& c : consumers)
