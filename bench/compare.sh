@@ -4,7 +4,8 @@
 # bench/wire_floor.cpp), on one throwaway broker, the same three workloads, several rounds,
 # medians. Writes a Markdown table and a PNG chart.
 #   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR]
-#                    [--baseline DIR [--pairs N]]
+#                    [--baseline DIR [--pairs N]] [--scale-shapes "CONNECTIONSxCHANNELS ..."]
+#                    [--scale-idle-seconds S]
 #   (default: 5, 200000, 5, no, docs/, build-release). --build names a build directory already
 #   built (the test command's smoke round uses its own build instead of compiling a release);
 #   figures for docs/ come from the release build.
@@ -42,6 +43,8 @@ rounds=5
 pairs=3  # --baseline: warren-uv and the baseline in this many adjacent pairs per round and workload
 count=200000
 scale_seconds=5
+scale_shapes=  # bench/scale.sh's default: 1 to 10,000 connections, and 1 x 2,000 channels
+scale_idle_seconds=10
 io_uring=0
 out=docs
 build=
@@ -52,13 +55,15 @@ while (($#)); do
     --rounds) rounds=$2; shift 2 ;;
     --count) count=$2; shift 2 ;;
     --scale-seconds) scale_seconds=$2; shift 2 ;;
+    --scale-shapes) scale_shapes=$2; shift 2 ;;
+    --scale-idle-seconds) scale_idle_seconds=$2; shift 2 ;;
     --io-uring) io_uring=1; shift ;;
     --out) out=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
-    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR] [--pairs N] [--sizes LIST]" >&2; exit 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR] [--pairs N] [--sizes LIST] [--scale-shapes LIST] [--scale-idle-seconds S]" >&2; exit 2 ;;
   esac
 done
 scripts/setup-deps.sh
@@ -342,7 +347,8 @@ drop_queue bench-S
 drop_queue bench-rpc
 
 echo "scale"
-bench/scale.sh --warren "$warren" --url "$url" --seconds "$scale_seconds" >"$scale_results"
+bench/scale.sh --warren "$warren" --url "$url" --seconds "$scale_seconds" --idle-seconds "$scale_idle_seconds" \
+  ${scale_shapes:+--shapes "$scale_shapes"} >"$scale_results"
 
 mkdir -p "$out"
 # The 1-minute load average as the runs end: other work on the machine (a build, say) raises

@@ -386,27 +386,47 @@ if size_runs:
 
 # Scale.
 if scale_runs:
+    heartbeat = scale_runs[0].get("heartbeat_s", 0)
+    idle_seconds = scale_runs[0]["result"].get("idle", {}).get("seconds", 0)
     lines += [
         "",
         "## Scale: connections and channels",
         "",
-        "A consumer process alone (bench/scale.sh), fed by a producer process at 10,000 msg/s in "
-        "total, prefetch 100, a multiple ack every 10. CPU and peak RSS are the consumer "
-        "process's.",
+        "A consumer process alone (bench/scale.sh): every connection set up (one channel and one "
+        f"consumer each, or one connection with many channels), then idle for {idle_seconds:.0f} s with "
+        f"a {heartbeat} s heartbeat, then fed by a producer process at 10,000 msg/s in total, prefetch "
+        "100, a multiple ack every 10. Idle: the process's RSS at the idle phase's end, the "
+        "connections' share of it (above the process before it dialled them), its CPU per second and "
+        "its wake-ups per second (voluntary context switches: each wait of the loop that slept). "
+        "Fed: CPU per message and peak RSS.",
         "",
-        "| driver | connections × channels | received msgs/s | CPU µs/msg | peak RSS (MiB) |",
-        "|---|---|---:|---:|---:|",
+        "| driver | connections × channels | idle RSS (MiB) | idle KiB per connection | idle CPU µs/s | "
+        "idle wake-ups/s | received msgs/s | CPU µs/msg | peak RSS (MiB) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in scale_runs:
         v = r["result"]
-        lines.append(f"| {r['driver']} | {r['connections']} × {r['channels']} | {v['receive_rate']:,.0f} | "
+        idle = v.get("idle", {})
+        share = (idle["rss_kb"] - idle["rss_before_kb"]) / max(1, r["connections"]) if idle else 0
+        lines.append(f"| {r['driver']} | {r['connections']} × {r['channels']} | "
+                     f"{idle.get('rss_kb', 0) / 1024:.1f} | {share:.1f} | {idle.get('cpu_us_per_s', 0):,.0f} | "
+                     f"{idle.get('wakeups_per_s', 0):,.1f} | {v['receive_rate']:,.0f} | "
                      f"{v['cpu_us_per_msg']:.2f} | {v['peak_rss_kb'] / 1024:.1f} |")
     lines.append("")
     for driver in sorted({r["driver"] for r in scale_runs}):
-        rss = {(r["connections"], r["channels"]): r["result"]["peak_rss_kb"] for r in scale_runs if r["driver"] == driver}
-        if (1, 1) in rss and (100, 1) in rss and (1, 100) in rss:
-            lines.append(f"- {driver}: {(rss[(100, 1)] - rss[(1, 1)]) / 99:.0f} KiB of RSS per extra connection, "
-                         f"{(rss[(1, 100)] - rss[(1, 1)]) / 99:.0f} KiB per extra channel.")
+        rss = {(r["connections"], r["channels"]): r["result"].get("idle", {}).get("rss_kb")
+               for r in scale_runs if r["driver"] == driver}
+        most_connections = max((c for c, h in rss if h == 1), default=1)
+        most_channels = max((h for c, h in rss if c == 1), default=1)
+        said = []
+        if rss.get((1, 1)) and most_connections > 1 and rss.get((most_connections, 1)):
+            said.append(f"{(rss[(most_connections, 1)] - rss[(1, 1)]) / (most_connections - 1):.1f} KiB of idle RSS "
+                        f"per extra connection (1 to {most_connections:,} connections; goal 16 KiB at most)")
+        if rss.get((1, 1)) and most_channels > 1 and rss.get((1, most_channels)):
+            said.append(f"{(rss[(1, most_channels)] - rss[(1, 1)]) / (most_channels - 1):.2f} KiB per extra channel "
+                        f"(1 to {most_channels:,} channels; goal 1 KiB at most)")
+        if said:
+            lines.append(f"- {driver}: " + ", ".join(said) + ".")
     lines += ["", "![Scale](benchmarks-scale.png)"]
 
 lines += [
@@ -464,7 +484,7 @@ subprocess.run(["gnuplot"], input=script, text=True, check=True)
 os.remove(data_path)
 
 if scale_runs:
-    shapes = [(1, 1), (10, 1), (100, 1), (1, 100)]
+    shapes = list(dict.fromkeys((r["connections"], r["channels"]) for r in scale_runs))
     drivers = sorted({r["driver"] for r in scale_runs})
     with open(data_path, "w") as f:
         f.write("shape " + " ".join(drivers) + "\n")

@@ -1,38 +1,61 @@
 #!/usr/bin/env bash
-# How a consumer's cost grows with the work (part of bench/compare.sh): 1, 10 and 100
-# consuming connections of one channel each, and one connection with 100 channels, all fed by
-# one producer process at the same total rate, on both drivers. One JSON line per run:
-#   {"driver", "connections", "channels", "result": <the consumer process's warren perf line>}
-#   bench/scale.sh --warren BIN --url URL [--seconds S] [--rate MSGS_PER_S]
-# The consumer process runs alone (no producer in it), so its CPU and peak RSS are the
-# consumers' own; it starts first and runs a second longer than the producer.
+# How a consumer's cost grows with the work (part of bench/compare.sh): consuming connections
+# of one channel each (1 to 10,000 by default), and one connection with many channels, all
+# fed by one producer process at the same total rate, on both drivers. Each consumer process
+# first holds every connection idle for --idle-seconds with heartbeats on (its CPU, wake-ups
+# and RSS then: what an idle connection costs), then is fed. One JSON line per run:
+#   {"driver", "connections", "channels", "heartbeat_s", "result": <the consumer process's warren perf line>}
+#   bench/scale.sh --warren BIN --url URL [--seconds S] [--rate MSGS_PER_S] [--idle-seconds S]
+#                  [--heartbeat S] [--shapes "CONNECTIONSxCHANNELS ..."]
+# The consumer process runs alone (no producer in it), so its CPU and RSS are the consumers'
+# own. The producer starts once the consumer process says it is measuring (its "measuring:"
+# line), and the consumers run a second longer than it.
 set -euo pipefail
-warren= url= seconds=5 rate=10000
+warren= url= seconds=5 rate=10000 idle_seconds=10 heartbeat=10
+shapes="1x1 10x1 100x1 1000x1 10000x1 1x100 1x2000"
 while (($#)); do
   case $1 in
     --warren) warren=$2; shift 2 ;;
     --url) url=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
-    *) echo "usage: bench/scale.sh --warren BIN --url URL [--seconds S] [--rate N]" >&2; exit 2 ;;
+    --idle-seconds) idle_seconds=$2; shift 2 ;;
+    --heartbeat) heartbeat=$2; shift 2 ;;
+    --shapes) shapes=$2; shift 2 ;;
+    *) echo "usage: bench/scale.sh --warren BIN --url URL [--seconds S] [--rate N] [--idle-seconds S] [--heartbeat S] [--shapes LIST]" >&2; exit 2 ;;
   esac
 done
 [[ -n $warren && -n $url ]] || { echo "bench/scale.sh: --warren and --url are required" >&2; exit 2; }
+# A descriptor per connection: as many as the hard limit allows.
+ulimit -n "$(ulimit -Hn)"
 queue=bench-scale
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
 for driver in uv asio; do
-  for shape in "1 1" "10 1" "100 1" "1 100"; do
-    read -r connections channels <<<"$shape"
-    "$warren" delete queue "$queue" --url "$url" >/dev/null
-    "$warren" declare queue "$queue" --url "$url" >/dev/null
+  for shape in $shapes; do
+    connections=${shape%x*} channels=${shape#*x}
+    # A fresh queue. After 10,000 connections the broker is still closing them for a while,
+    # and its answer may take longer than a request's timeout: asked again, up to 5 times.
+    for attempt in 1 2 3 4 5; do
+      "$warren" delete queue "$queue" --url "$url" >/dev/null && "$warren" declare queue "$queue" --url "$url" >/dev/null && break
+      ((attempt < 5)) || { echo "bench/scale.sh: the broker did not make a fresh $queue" >&2; exit 1; }
+    done
     "$warren" perf --driver "$driver" -x 0 -y "$connections" -Y "$channels" -q 100 -A 10 -u "$queue" \
-      -z "$((seconds + 1))" --json --url "$url" >"$out" 2>/dev/null &
+      --idle-seconds "$idle_seconds" -z "$((seconds + 1))" --json --url "$url?heartbeat=$heartbeat" >"$out" 2>"$err" &
     consumers=$!
-    sleep 1  # the consumers are subscribed before the first message
+    # Fed once every subscription is made and the idle phase is over.
+    until grep -q '^measuring:' "$err"; do
+      if ! kill -0 "$consumers" 2>/dev/null; then
+        wait "$consumers" || true
+        echo "bench/scale.sh: the consumer process ($driver, $shape) ended before measuring:" >&2
+        cat "$err" >&2
+        exit 1
+      fi
+      sleep 0.1
+    done
     "$warren" perf -x 1 -y 0 -s 64 -r "$rate" -z "$seconds" -u "$queue" --json --url "$url" >/dev/null 2>&1
     wait "$consumers"
-    echo "{\"driver\":\"$driver\",\"connections\":$connections,\"channels\":$channels,\"result\":$(cat "$out")}"
+    echo "{\"driver\":\"$driver\",\"connections\":$connections,\"channels\":$channels,\"heartbeat_s\":$heartbeat,\"result\":$(cat "$out")}"
   done
 done
 "$warren" delete queue "$queue" --url "$url" >/dev/null

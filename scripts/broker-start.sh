@@ -138,7 +138,8 @@ export RABBITMQ_ENABLED_PLUGINS_FILE=$DIR/enabled_plugins
 export RABBITMQ_MNESIA_BASE=$DIR/mnesia RABBITMQ_LOG_BASE=$DIR/log RABBITMQ_PID_FILE=$DIR/rabbit.pid
 export ERL_EPMD_ADDRESS=127.0.0.1
 export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} ${WARREN_BROKER_ERL_ARGS:-}"
-ulimit -n 65536 2>/dev/null || true
+# A descriptor per connection (bench/scale.sh holds 10,000): 65536, or the hard limit if lower.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # DIR/rabbitmqctl: the CLI for this node; node-ctl.sh answers the calls the suites make most
 # without booting the CLI's own Erlang VM.

@@ -541,6 +541,27 @@ class Cli(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("--read-burst-bytes needs --read-min-bytes", r.stderr.decode())
 
+    def test_perf_idle_phase_reports_what_idle_connections_cost_then_measures(self):
+        q = self.declare()
+        for driver in ("uv", "asio"):
+            with self.subTest(driver=driver):
+                r = warren("perf", "--driver", driver, "-x", "0", "-y", "3", "-Y", "2", "-u", q, "--idle-seconds", "1",
+                           "-z", "0.5", "--json", url=URL + "?heartbeat=1")
+                self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+                self.assertEqual(r.stderr.decode().splitlines(),
+                                 ["idle: 3 connections ready, idle for 1.0 s", "measuring: 3 connections"])
+                s = json.loads(r.stdout)
+                self.assertEqual(s["connections"], 3)
+                idle = s["idle"]
+                self.assertGreater(idle["seconds"], 0.95)  # the loop's timer, measured on the clock
+                self.assertGreater(idle["rss_before_kb"], 0)
+                self.assertGreater(idle["rss_kb"], idle["rss_before_kb"])  # three connections, six channels
+                self.assertGreater(idle["cpu_us_per_s"], 0)  # a 1 s heartbeat each way
+                self.assertGreater(idle["wakeups_per_s"], 0)
+        r = warren("perf", "-x", "0", "-y", "1", "-u", q, "--idle-seconds", "-1")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--idle-seconds must be a number of seconds, 0 or more", r.stderr.decode())
+
     def test_perf_consumers_read_what_is_there(self):
         q = self.declare()
         self.ok(warren("publish", "--routing-key", q, "--confirm", "--size", "10", "--count", "300"))

@@ -44,8 +44,13 @@ struct PerfArgs {
   // Producers: the depth of the confirm window at which their confirms are read in batches;
   // unset, ClientOptions' default (ReadBatching::owed_confirms); 0: never.
   std::optional<std::size_t> read_owed_confirms;
+  // Before the measured phase, every connection idle this long: its CPU, wake-ups and RSS.
+  double idle_seconds = 0;
   bool json = false;
 };
+
+// Handshakes in flight at once: ten thousand at once would have the broker time some out.
+constexpr std::size_t dials_in_flight = 64;
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
@@ -93,6 +98,8 @@ class PerfJob final : public Job {
       return make_error(errc::invalid_argument, "unbounded run: give -C (messages per producer) or -z (seconds)");
     if (a.rate < 0 || !std::isfinite(a.rate)) return make_error(errc::invalid_argument, "-r must be messages per second, 0 or more");
     if (a.consumer_channels < 1) return make_error(errc::invalid_argument, "-Y must be 1 or more");
+    if (a.idle_seconds < 0 || !std::isfinite(a.idle_seconds))
+      return make_error(errc::invalid_argument, "--idle-seconds must be a number of seconds, 0 or more");
     if (a.read_max_wait_us == 0) return make_error(errc::invalid_argument, "--read-max-wait must be 1 us or more");
     if (a.read_burst_bytes > 0 && !a.read_min_bytes)
       return make_error(errc::invalid_argument, "--read-burst-bytes needs --read-min-bytes");
@@ -120,6 +127,7 @@ class PerfJob final : public Job {
 
   void declared(std::uint32_t messages) {
     initial_messages_ = messages;
+    rss_before_kb_ = current_rss_kb();
     publish_ = {.routing_key = queue_};
     connect_workers();
   }
@@ -128,8 +136,16 @@ class PerfJob final : public Job {
     producers_.resize(static_cast<std::size_t>(args_->producers));
     consumers_.resize(static_cast<std::size_t>(args_->consumers));
     pending_setup_ = args_->producers + args_->consumers;
-    for (auto& p : producers_) setup_producer(p);
-    for (auto& c : consumers_) setup_consumer(c);
+    for (std::size_t i = 0; i < dials_in_flight; ++i) dial_next_worker();
+  }
+
+  // Producers first, then consumers; each connection made starts the next dial.
+  void dial_next_worker() {
+    if (next_worker_ < producers_.size()) return setup_producer(producers_[next_worker_++]);
+    if (const std::size_t c = next_worker_ - producers_.size(); c < consumers_.size()) {
+      ++next_worker_;
+      setup_consumer(consumers_[c]);
+    }
   }
 
   // Connection, channel, and confirm mode when asked for; publishing starts once every
@@ -140,6 +156,7 @@ class PerfJob final : public Job {
     connect_another(std::move(options), [this, &p](Result<std::shared_ptr<client::Connection>> c) {
       if (!c) return fail("producer connect", c.error());
       p.conn = std::move(*c);
+      dial_next_worker();
       p.conn->open_channel([this, &p](Result<client::Channel> ch) {
         if (!ch) return fail("producer channel.open", ch.error());
         p.channel = std::move(*ch);
@@ -166,6 +183,7 @@ class PerfJob final : public Job {
     connect_another(std::move(options), [this, &c](Result<std::shared_ptr<client::Connection>> conn) {
       if (!conn) return fail("consumer connect", conn.error());
       c.conn = std::move(*conn);
+      dial_next_worker();
       c.subscribers.resize(static_cast<std::size_t>(args_->consumer_channels));
       pending_setup_ += args_->consumer_channels - 1;
       for (auto& s : c.subscribers) setup_subscriber(c, s);
@@ -192,6 +210,35 @@ class PerfJob final : public Job {
 
   void worker_ready() {
     if (--pending_setup_ > 0) return;
+    if (args_->idle_seconds > 0) return idle();
+    measure();
+  }
+
+  // --idle-seconds: every connection set up and nothing moving (heartbeats aside).
+  void idle() {
+    idling_ = true;
+    const auto idle_from = Clock::now();
+    const double cpu_from = cpu_seconds();
+    const long switches_from = voluntary_switches();
+    std::fprintf(stderr, "idle: %zu connections ready, idle for %.1f s\n", producers_.size() + consumers_.size(),
+                 args_->idle_seconds);
+    idle_timer_ = driver().timer([this, idle_from, cpu_from, switches_from] {
+      idling_ = false;
+      const double s = std::chrono::duration<double>(Clock::now() - idle_from).count();
+      idle_ = {{"seconds", s},
+               {"cpu_us_per_s", (cpu_seconds() - cpu_from) * 1e6 / s},
+               {"wakeups_per_s", static_cast<double>(voluntary_switches() - switches_from) / s},
+               {"rss_kb", current_rss_kb()},
+               {"rss_before_kb", rss_before_kb_}};
+      measure();
+    });
+    idle_timer_->arm(idle_from + from_seconds(args_->idle_seconds));
+  }
+
+  void measure() {
+    // For a script that starts its producers once these consumers are listening and were
+    // idle (bench/scale.sh); a run without an idle phase keeps stderr to its progress lines.
+    if (args_->idle_seconds > 0) std::fprintf(stderr, "measuring: %zu connections\n", producers_.size() + consumers_.size());
     started_ = Clock::now();
     cpu_start_ = cpu_seconds();
     if (args_->seconds > 0) {
@@ -374,7 +421,7 @@ class PerfJob final : public Job {
   // and a queue it made is deleted; then it ends by the signal (Job::finish() during a stop).
   void on_stop_signal(int signal) override {
     if (!begin_stop(signal)) return stopped_now();
-    if (finished_ || pending_setup_ > 0) return close_then_die();
+    if (finished_ || pending_setup_ > 0 || idling_) return close_then_die();
     end();
   }
 
@@ -405,6 +452,9 @@ class PerfJob final : public Job {
     out["latency_us"] = {{"p50", static_cast<double>(latency_.quantile_ns(0.5)) / 1000.0},
                          {"p99", static_cast<double>(latency_.quantile_ns(0.99)) / 1000.0}};
     out["peak_rss_kb"] = peak_rss_kb();
+    out["rss_kb"] = current_rss_kb();
+    out["connections"] = producers_.size() + consumers_.size();
+    if (!idle_.is_null()) out["idle"] = idle_;
     if (args_->json) {
       std::cout << out.dump() << std::endl;
     } else {
@@ -432,12 +482,16 @@ class PerfJob final : public Job {
   std::vector<Producer> producers_;
   std::vector<Consumer> consumers_;
   int pending_setup_ = 0;
+  std::size_t next_worker_ = 0;  // the next to dial: producers_, then consumers_
+  bool idling_ = false;
+  long rss_before_kb_ = 0;  // before the workers' connections
+  Json idle_;               // --idle-seconds: what the idle phase measured
   std::uint64_t received_total_ = 0;
   Clock::time_point started_;
   double cpu_start_ = 0;
   Histogram latency_;
   Histogram second_latency_;  // this second's, for the progress line
-  std::unique_ptr<client::Timer> stop_timer_, progress_timer_, poll_timer_;
+  std::unique_ptr<client::Timer> stop_timer_, progress_timer_, poll_timer_, idle_timer_;
   Clock::time_point progress_at_;
   std::uint64_t last_sent_ = 0, last_confirmed_ = 0, last_received_ = 0;
   double last_progress_s_ = 0;
@@ -474,6 +528,8 @@ void add_perf(CLI::App& app, Runner& run) {
   cmd->add_option("--read-owed-confirms", args->read_owed_confirms,
                   "producers: read confirms in batches from this many publishes awaiting them until fewer than half do "
                   "(default 256; 0: never)");
+  cmd->add_option("--idle-seconds", args->idle_seconds,
+                  "first hold every connection idle this long, and report its CPU, wake-ups and RSS (\"idle\" in --json)");
   cmd->add_flag("--json", args->json, "one summary line of JSON");
   cmd->callback([&run, args] { run = [args] { return PerfJob(args).run(); }; });
 }
