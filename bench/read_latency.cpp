@@ -1,20 +1,29 @@
 // One message at a time, where read batching must cost nothing (issue 37): bench/compare.sh's
 // latency-by-size section runs it with --batching both on each driver.
-//   bench-read-latency --port P --queue Q --mode rpc|prefetch1|get --size B --count N
-//                      [--driver uv|asio] [--batching default|off|both]
+//   bench-read-latency --port P --queue Q --mode rpc|prefetch1|get|stream --size B --count N
+//                      [--driver uv|asio] [--batching default|off|both] [--rate R]
 // rpc:       N calls one after another over direct reply-to to `warren rpc serve --queue Q`
 //            (its reply is the request upper-cased: B bytes each way); each call's round trip.
 // prefetch1: N messages already in Q, consumed with a prefetch of 1 and an ack each: the
 //            next is sent only after the ack, so every one is one read.
 // get:       N messages already in Q, taken with basic.get one after another.
+// stream:    a paced stream of N messages to each consumer, R a second (default 200), from a
+//            producer connection of the same process, the send time in each body's first 8
+//            bytes; a message's latency is its publish to its delivery callback. Each consumer
+//            has a connection and an exclusive queue of its own (Q is not used), prefetch 500
+//            and a multiple ack every 100, as `warren perf -q 500 -A 100`.
 // both:      a connection at default settings and one with batching off take turns, 100 at a
-//            time, until each has done N (prefetch1: Q holds 2N).
+//            time, until each has done N (prefetch1: Q holds 2N). A stream's two consumers run
+//            at the same time instead, their messages half a period apart: each is paced, so
+//            neither waits behind the other's.
 // Prints one line of JSON per connection:
 //   {"mode","batching","size","count","seconds","rate","latency_us":{"p50","p99"}}
 // (latency: a call's round trip, the time from asking to a get's answer, or from one delivery
 // to the next within a turn; rate: 1 / the mean of those).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -38,6 +47,7 @@ struct Args {
   std::string queue, mode, driver = "uv", batching = "default";
   std::size_t size = 64;
   std::uint64_t count = 0;
+  double rate = 200;  // stream: messages a second to each consumer
 };
 
 [[noreturn]] void die(const std::string& why) {
@@ -56,11 +66,14 @@ Args parse(int argc, char** argv) {
     else if (k == "--count") a.count = std::strtoull(v.c_str(), nullptr, 10);
     else if (k == "--driver") a.driver = v;
     else if (k == "--batching") a.batching = v;
+    else if (k == "--rate") a.rate = std::strtod(v.c_str(), nullptr);
     else die("unknown option " + k);
   }
-  if (a.queue.empty() || a.count == 0 || (a.mode != "rpc" && a.mode != "prefetch1" && a.mode != "get") ||
-      (a.driver != "uv" && a.driver != "asio") || (a.batching != "default" && a.batching != "off" && a.batching != "both"))
-    die("usage: --port P --queue Q --mode rpc|prefetch1|get --size B --count N [--driver uv|asio] [--batching default|off|both]");
+  if (a.queue.empty() || a.count == 0 || (a.mode != "rpc" && a.mode != "prefetch1" && a.mode != "get" && a.mode != "stream") ||
+      (a.driver != "uv" && a.driver != "asio") || (a.batching != "default" && a.batching != "off" && a.batching != "both") ||
+      !(a.rate > 0) || (a.mode == "stream" && a.size < 8))
+    die("usage: --port P --queue Q --mode rpc|prefetch1|get|stream --size B --count N [--driver uv|asio] "
+        "[--batching default|off|both] [--rate R] (stream: B of 8 or more)");
   return a;
 }
 
@@ -216,7 +229,163 @@ class Turns {
   std::uint64_t turn_ = 0;
 };
 
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+client::ConnectionUrl broker_url(const Args& a) {
+  auto url = client::parse_url("amqp://guest:guest@127.0.0.1:" + std::to_string(a.port) + "/%2f");
+  if (!url) die("url: " + url.error().to_string());
+  return *url;
+}
+
+// stream: one consumer, on a connection and an exclusive queue of its own.
+class StreamConsumer {
+ public:
+  StreamConsumer(client::Driver& driver, const Args& a, bool batching_off) : driver_(driver), a_(a), off_(batching_off) {}
+
+  void start(std::function<void()> ready, std::function<void()> done) {
+    ready_ = std::move(ready);
+    done_ = std::move(done);
+    client::ClientOptions o;
+    if (off_) o.read_batching = {};
+    conn_ = client::Connection::connect(driver_, broker_url(a_), o, [this](Result<void> r) {
+      if (!r) die("connect: " + r.error().to_string());
+      conn_->open_channel([this](Result<client::Channel> ch) {
+        if (!ch) die("channel: " + ch.error().to_string());
+        ch_ = *ch;
+        ch_.queue_declare({.exclusive = true, .auto_delete = true}, [this](Result<client::QueueDeclared> q) {
+          if (!q) die("queue.declare: " + q.error().to_string());
+          queue_ = q->name;
+          ch_.consume({.queue = queue_, .prefetch = 500}, [this](const client::Delivery& d) { on_delivery(d); },
+                      [this](Result<client::Consumer> c) {
+                        if (!c) die("consume: " + c.error().to_string());
+                        consumer_ = std::move(*c);
+                        ready_();
+                      });
+        });
+      });
+    });
+  }
+  const std::string& queue() const { return queue_; }
+  void close() {
+    consumer_ = client::Consumer{};
+    conn_->close([](Result<void>) {});
+  }
+  void print(double seconds) const {
+    std::printf("{\"mode\":\"stream\",\"batching\":\"%s\",\"size\":%zu,\"count\":%llu,\"seconds\":%.6f,\"rate\":%.1f,"
+                "\"latency_us\":{\"p50\":%.1f,\"p99\":%.1f}}\n",
+                off_ ? "off" : "default", a_.size, static_cast<unsigned long long>(received_), seconds,
+                static_cast<double>(received_) / seconds, static_cast<double>(latency_.quantile_ns(0.5)) / 1000.0,
+                static_cast<double>(latency_.quantile_ns(0.99)) / 1000.0);
+  }
+
+ private:
+  void on_delivery(const client::Delivery& d) {
+    if (received_ == a_.count) return;
+    const auto now = now_ns();
+    std::uint64_t sent = 0;
+    if (d.body().size() >= 8) std::memcpy(&sent, d.body().data(), 8);
+    if (now >= sent) latency_.record(now - sent);
+    ++received_;
+    if (++unacked_ == 100 || received_ == a_.count) {
+      if (auto r = d.ack({.multiple = true}); !r.ok()) die("ack: " + r.error().to_string());
+      unacked_ = 0;
+    }
+    if (received_ == a_.count) done_();
+  }
+
+  client::Driver& driver_;
+  const Args& a_;
+  const bool off_;
+  std::function<void()> ready_, done_;
+  std::shared_ptr<client::Connection> conn_;
+  client::Channel ch_;
+  client::Consumer consumer_;
+  std::string queue_;
+  cli::Histogram latency_;
+  std::uint64_t received_ = 0, unacked_ = 0;
+};
+
+// stream: the producer, pacing each consumer's messages from the start; the second
+// consumer's half a period after the first's.
+class StreamRun {
+ public:
+  StreamRun(client::Driver& driver, const Args& a, std::vector<StreamConsumer*> consumers)
+      : driver_(driver), a_(a), consumers_(std::move(consumers)), sent_(consumers_.size(), 0), body_(a.size, 's') {}
+
+  void start() {
+    conn_ = client::Connection::connect(driver_, broker_url(a_), {}, [this](Result<void> r) {
+      if (!r) die("connect: " + r.error().to_string());
+      conn_->open_channel([this](Result<client::Channel> ch) {
+        if (!ch) die("channel: " + ch.error().to_string());
+        ch_ = *ch;
+        start_consumer(0);
+      });
+    });
+  }
+  double seconds() const { return std::chrono::duration<double>(ended_ - started_).count(); }
+
+ private:
+  void start_consumer(std::size_t i) {
+    if (i == consumers_.size()) {
+      started_ = Clock::now();
+      tick_ = driver_.timer([this] { tick(); });
+      return tick();
+    }
+    consumers_[i]->start([this, i] { start_consumer(i + 1); }, [this] { consumer_done(); });
+  }
+  // Every millisecond: what each consumer's pace says is due by now.
+  void tick() {
+    const double s = std::chrono::duration<double>(Clock::now() - started_).count();
+    for (std::size_t i = 0; i < consumers_.size(); ++i) {
+      const double offset = static_cast<double>(i) / static_cast<double>(consumers_.size());
+      const auto due = std::min<std::uint64_t>(a_.count, static_cast<std::uint64_t>(std::max(0.0, std::floor(s * a_.rate - offset) + 1)));
+      while (sent_[i] < due) {
+        const std::uint64_t t = now_ns();
+        std::memcpy(body_.data(), &t, 8);
+        if (auto r = ch_.publish({.routing_key = consumers_[i]->queue()}, client::as_bytes(body_)); !r.ok())
+          die("publish: " + r.error().to_string());
+        ++sent_[i];
+      }
+    }
+    bool all_sent = true;
+    for (auto n : sent_) all_sent = all_sent && n == a_.count;
+    if (!all_sent) tick_->arm(driver_.now() + std::chrono::milliseconds(1));
+  }
+  void consumer_done() {
+    if (++done_ < consumers_.size()) return;
+    ended_ = Clock::now();
+    tick_->cancel();
+    for (auto* c : consumers_) c->close();
+    conn_->close([](Result<void>) {});
+  }
+
+  client::Driver& driver_;
+  const Args& a_;
+  std::vector<StreamConsumer*> consumers_;
+  std::vector<std::uint64_t> sent_;
+  std::string body_;
+  std::shared_ptr<client::Connection> conn_;
+  client::Channel ch_;
+  std::unique_ptr<client::Timer> tick_;
+  std::size_t done_ = 0;
+  Clock::time_point started_, ended_;
+};
+
+void run_stream(client::Driver& driver, const Args& a, const std::function<void()>& loop) {
+  StreamConsumer with_default(driver, a, false), with_off(driver, a, true);
+  std::vector<StreamConsumer*> consumers;
+  if (a.batching != "off") consumers.push_back(&with_default);
+  if (a.batching != "default") consumers.push_back(&with_off);
+  StreamRun run(driver, a, consumers);
+  run.start();
+  loop();
+  for (auto* c : consumers) c->print(run.seconds());
+}
+
 void run_all(client::Driver& driver, const Args& a, const std::function<void()>& loop) {
+  if (a.mode == "stream") return run_stream(driver, a, loop);
   Run with_default(driver, a, false), with_off(driver, a, true);
   std::vector<Run*> runs;
   if (a.batching != "off") runs.push_back(&with_default);
