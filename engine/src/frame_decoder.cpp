@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "warren/spent_buffer.hpp"
 #include "warren/wire/byte_io.hpp"
 
 namespace warren::wire {
@@ -109,8 +110,7 @@ Result<std::optional<FrameView>> FrameDecoder::next() {
     // Its frame was handed out on the previous call. A large frame's room is given back: a
     // connection holds input only while a frame is incomplete, not for the rest of its life
     // (a small one's stays, for the next frame split across reads).
-    if (partial_.capacity() > 16 * 1024) std::vector<std::byte>().swap(partial_);
-    else partial_.clear();
+    release_spent(partial_);
     partial_done_ = false;
     partial_total_ = 0;
   }

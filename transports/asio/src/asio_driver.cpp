@@ -187,22 +187,17 @@ struct State : std::enable_shared_from_this<State> {
   // buffer per max_wait).
   void read_now() {
     const client::ReadBuffer buffer;  // the thread's, for these reads only
+    std::error_code ec;
     handing_on = true;
     for (;;) {
-      std::error_code ec;
       const std::size_t n = socket.read_some(asio::buffer(buffer.data(), client::ReadBuffer::bytes), ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) {
-        handing_on = false;
-        return batch_after_read(0);
-      }
-      if (ec) {
-        handing_on = false;
-        return fail(read_error(ec));
-      }
+      if (ec) break;
       hand_on(std::span<const std::byte>(buffer.data(), n));
       if (!events || n < client::ReadBuffer::bytes || !want_reading) break;
     }
     handing_on = false;
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return batch_after_read(0);
+    if (ec) fail(read_error(ec));
   }
 
   // Bytes read, handed on; then batching, by what the client said they completed.
@@ -308,7 +303,7 @@ struct State : std::enable_shared_from_this<State> {
   void send_ciphertext() {
     if (tls_writing || !events) return;
     if (!tls->take_ciphertext(cipher_out)) {
-      tls::release_spent(cipher_out);  // all written
+      release_spent(cipher_out);  // all written
       if (const std::size_t done = tls->take_completed(); done > 0) events->on_written(done);
       return;
     }

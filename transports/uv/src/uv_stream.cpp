@@ -436,7 +436,7 @@ class UvStream final : public client::Stream {
   void send_ciphertext() {
     if (!socket_ || !out_done()) return;
     if (!tls_->take_ciphertext(cipher_out_)) {
-      tls::release_spent(cipher_out_);  // all written
+      release_spent(cipher_out_);  // all written
       if (const std::size_t done = tls_->take_completed(); done > 0) {
         written_ += done;
         wake();

@@ -12,16 +12,9 @@
 #include <vector>
 
 #include "warren/result.hpp"
+#include "warren/spent_buffer.hpp"  // release_spent, for the plaintext and ciphertext buffers
 
 namespace warren::tls {
-
-// Empties a buffer, and gives its memory back when a burst grew it past one record's worth:
-// an idle connection keeps nothing of its last burst. (A busy one reallocates per burst,
-// which costs little beside decrypting or encrypting it.)
-inline void release_spent(std::vector<std::byte>& buffer) {
-  if (buffer.capacity() > 16 * 1024) std::vector<std::byte>().swap(buffer);
-  else buffer.clear();
-}
 
 struct TlsOptions {
   std::string server_name{};      // the name (or IP) the certificate must carry; sent as SNI
