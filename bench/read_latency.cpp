@@ -77,6 +77,34 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+client::ConnectionUrl broker_url(const Args& a) {
+  auto url = client::parse_url("amqp://guest:guest@127.0.0.1:" + std::to_string(a.port) + "/%2f");
+  if (!url) die("url: " + url.error().to_string());
+  return *url;
+}
+
+// One connection's line of JSON (the header's format).
+void print_line(const Args& a, bool batching_off, std::uint64_t count, double seconds, double rate,
+                const cli::Histogram& latency) {
+  std::printf("{\"mode\":\"%s\",\"batching\":\"%s\",\"size\":%zu,\"count\":%llu,\"seconds\":%.6f,\"rate\":%.1f,"
+              "\"latency_us\":{\"p50\":%.1f,\"p99\":%.1f}}\n",
+              a.mode.c_str(), batching_off ? "off" : "default", a.size, static_cast<unsigned long long>(count), seconds, rate,
+              static_cast<double>(latency.quantile_ns(0.5)) / 1000.0, static_cast<double>(latency.quantile_ns(0.99)) / 1000.0);
+}
+
+// The connections --batching asks for: default, off, or both in that order.
+template <class T>
+std::vector<T*> chosen(const Args& a, T& with_default, T& with_off) {
+  std::vector<T*> out;
+  if (a.batching != "off") out.push_back(&with_default);
+  if (a.batching != "default") out.push_back(&with_off);
+  return out;
+}
+
 // One connection's side of the run: connects, then does blocks of N one at a time when told,
 // recording each, and closes at the end. Two of them (default and batching off) take turns in
 // one process with --batching both, so both see the same machine: this 2-core host places the
@@ -88,10 +116,9 @@ class Run {
 
   void start(std::function<void()> ready) {
     ready_ = std::move(ready);
-    auto url = client::parse_url("amqp://guest:guest@127.0.0.1:" + std::to_string(a_.port) + "/%2f");
     client::ClientOptions o;
     if (off_) o.read_batching = {};
-    conn_ = client::Connection::connect(driver_, *url, o, [this](Result<void> r) {
+    conn_ = client::Connection::connect(driver_, broker_url(a_), o, [this](Result<void> r) {
       if (!r) die("connect: " + r.error().to_string());
       conn_->open_channel([this](Result<client::Channel> ch) {
         if (!ch) die("channel: " + ch.error().to_string());
@@ -120,11 +147,7 @@ class Run {
   }
   void print() const {
     const double seconds = static_cast<double>(busy_ns_) / 1e9;
-    std::printf("{\"mode\":\"%s\",\"batching\":\"%s\",\"size\":%zu,\"count\":%llu,\"seconds\":%.6f,\"rate\":%.1f,"
-                "\"latency_us\":{\"p50\":%.1f,\"p99\":%.1f}}\n",
-                a_.mode.c_str(), off_ ? "off" : "default", a_.size, static_cast<unsigned long long>(done_), seconds,
-                static_cast<double>(latency_.total()) / seconds, static_cast<double>(latency_.quantile_ns(0.5)) / 1000.0,
-                static_cast<double>(latency_.quantile_ns(0.99)) / 1000.0);
+    print_line(a_, off_, done_, seconds, static_cast<double>(latency_.total()) / seconds, latency_);
   }
   std::uint64_t done() const { return done_; }
 
@@ -229,16 +252,6 @@ class Turns {
   std::uint64_t turn_ = 0;
 };
 
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-}
-
-client::ConnectionUrl broker_url(const Args& a) {
-  auto url = client::parse_url("amqp://guest:guest@127.0.0.1:" + std::to_string(a.port) + "/%2f");
-  if (!url) die("url: " + url.error().to_string());
-  return *url;
-}
-
 // stream: one consumer, on a connection and an exclusive queue of its own.
 class StreamConsumer {
  public:
@@ -273,11 +286,7 @@ class StreamConsumer {
     conn_->close([](Result<void>) {});
   }
   void print(double seconds) const {
-    std::printf("{\"mode\":\"stream\",\"batching\":\"%s\",\"size\":%zu,\"count\":%llu,\"seconds\":%.6f,\"rate\":%.1f,"
-                "\"latency_us\":{\"p50\":%.1f,\"p99\":%.1f}}\n",
-                off_ ? "off" : "default", a_.size, static_cast<unsigned long long>(received_), seconds,
-                static_cast<double>(received_) / seconds, static_cast<double>(latency_.quantile_ns(0.5)) / 1000.0,
-                static_cast<double>(latency_.quantile_ns(0.99)) / 1000.0);
+    print_line(a_, off_, received_, seconds, static_cast<double>(received_) / seconds, latency_);
   }
 
  private:
@@ -375,9 +384,7 @@ class StreamRun {
 
 void run_stream(client::Driver& driver, const Args& a, const std::function<void()>& loop) {
   StreamConsumer with_default(driver, a, false), with_off(driver, a, true);
-  std::vector<StreamConsumer*> consumers;
-  if (a.batching != "off") consumers.push_back(&with_default);
-  if (a.batching != "default") consumers.push_back(&with_off);
+  const auto consumers = chosen(a, with_default, with_off);
   StreamRun run(driver, a, consumers);
   run.start();
   loop();
@@ -387,9 +394,7 @@ void run_stream(client::Driver& driver, const Args& a, const std::function<void(
 void run_all(client::Driver& driver, const Args& a, const std::function<void()>& loop) {
   if (a.mode == "stream") return run_stream(driver, a, loop);
   Run with_default(driver, a, false), with_off(driver, a, true);
-  std::vector<Run*> runs;
-  if (a.batching != "off") runs.push_back(&with_default);
-  if (a.batching != "default") runs.push_back(&with_off);
+  const auto runs = chosen(a, with_default, with_off);
   Turns turns(runs, a.count);
   turns.start();
   loop();

@@ -139,6 +139,8 @@ class PerfJob final : public Job {
     for (std::size_t i = 0; i < dials_in_flight; ++i) dial_next_worker();
   }
 
+  std::size_t connections() const { return producers_.size() + consumers_.size(); }
+
   // Producers first, then consumers; each connection made starts the next dial.
   void dial_next_worker() {
     if (next_worker_ < producers_.size()) return setup_producer(producers_[next_worker_++]);
@@ -220,7 +222,7 @@ class PerfJob final : public Job {
     const auto idle_from = Clock::now();
     const double cpu_from = cpu_seconds();
     const long switches_from = voluntary_switches();
-    std::fprintf(stderr, "idle: %zu connections ready, idle for %.1f s\n", producers_.size() + consumers_.size(),
+    std::fprintf(stderr, "idle: %zu connections ready, idle for %.1f s\n", connections(),
                  args_->idle_seconds);
     idle_timer_ = driver().timer([this, idle_from, cpu_from, switches_from] {
       idling_ = false;
@@ -238,7 +240,7 @@ class PerfJob final : public Job {
   void measure() {
     // For a script that starts its producers once these consumers are listening and were
     // idle (bench/scale.sh); a run without an idle phase keeps stderr to its progress lines.
-    if (args_->idle_seconds > 0) std::fprintf(stderr, "measuring: %zu connections\n", producers_.size() + consumers_.size());
+    if (args_->idle_seconds > 0) std::fprintf(stderr, "measuring: %zu connections\n", connections());
     started_ = Clock::now();
     cpu_start_ = cpu_seconds();
     if (args_->seconds > 0) {
@@ -453,7 +455,7 @@ class PerfJob final : public Job {
                          {"p99", static_cast<double>(latency_.quantile_ns(0.99)) / 1000.0}};
     out["peak_rss_kb"] = peak_rss_kb();
     out["rss_kb"] = current_rss_kb();
-    out["connections"] = producers_.size() + consumers_.size();
+    out["connections"] = connections();
     if (!idle_.is_null()) out["idle"] = idle_;
     if (args_->json) {
       std::cout << out.dump() << std::endl;
