@@ -216,16 +216,20 @@ void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutco
   Connection::Settled settled;
   if (done)
     settled = [done = std::move(done)](engine::PublishOutcome o, const Error& cause) { done(outcome_result(o, cause)); };
+  const engine::PublishOptions options{.timeout = p.timeout};
+  if (!c->traces(p)) return c->publish(core_->id, to_wire(p), p.properties, body, std::move(settled), options);
   const detail::TracedProperties properties(p, c->send_trace(p));
-  c->publish(core_->id, to_wire(p), properties.get(), body, std::move(settled), engine::PublishOptions{.timeout = p.timeout});
+  c->publish(core_->id, to_wire(p), properties.get(), body, std::move(settled), options);
 }
 
 Result<engine::PublishId> Channel::publish(const Publish& p, Body body) const {
   if (!core_) return make_error(errc::invalid_argument, "an empty channel handle");
   auto c = core_->live();
   if (!c) return core_->gone();
+  const engine::PublishOptions options{.timeout = p.timeout};
+  if (!c->traces(p)) return c->publish(core_->id, to_wire(p), p.properties, body, options);
   const detail::TracedProperties properties(p, c->send_trace(p));
-  return c->publish(core_->id, to_wire(p), properties.get(), body, engine::PublishOptions{.timeout = p.timeout});
+  return c->publish(core_->id, to_wire(p), properties.get(), body, options);
 }
 
 void Channel::consume(ConsumeOptions o, std::function<void(const Delivery&)> on_delivery, Callback<Consumer> done) const {

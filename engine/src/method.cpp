@@ -114,4 +114,13 @@ std::string to_string(const Method& m) {
       m);
 }
 
+Error detail::unsizable_field(std::string_view method, const char* field, const std::optional<Error>& table_error) {
+  if (table_error) {
+    Error e = *table_error;
+    e.detail = std::string(method) + " " + field + ": " + e.detail;
+    return e;
+  }
+  return make_error(errc::string_too_long, std::string(method) + " " + field + " is over 255 bytes");
+}
+
 }  // namespace warren::wire

@@ -1,25 +1,33 @@
 #include "warren/wire/properties.hpp"
 
+#include "warren/always_inline.hpp"
 #include "warren/wire/constants.hpp"
 #include "warren/wire/printing.hpp"
 
 namespace warren::wire {
 namespace {
 
+// One walk: the payload's size and the flags word together.
 struct PropertiesSizer {
   std::size_t size = content_header_min_bytes;
+  std::uint16_t flags = 0;
   const char* failed = nullptr;
-  Error table_error;
+  std::optional<Error> table_error;  // optional: a success builds no Error
 
-  void shortstr(int, const char* n, const std::optional<std::string_view>& s) {
-    if (!s) return;
+  template <class T>
+  WARREN_ALWAYS_INLINE bool mark(int bit, const std::optional<T>& v) {
+    if (v) flags |= static_cast<std::uint16_t>(1u << bit);
+    return v.has_value();
+  }
+  WARREN_ALWAYS_INLINE void shortstr(int b, const char* n, const std::optional<std::string_view>& s) {
+    if (!mark(b, s)) return;
     if (s->size() > 255 && !failed) failed = n;
     size += 1 + s->size();
   }
-  void octet(int, const char*, const std::optional<std::uint8_t>& v) { size += v ? 1 : 0; }
-  void timestamp(int, const char*, const std::optional<std::uint64_t>& v) { size += v ? 8 : 0; }
-  void table(int, const char* n, const std::optional<TableRef>& t) {
-    if (!t) return;
+  WARREN_ALWAYS_INLINE void octet(int b, const char*, const std::optional<std::uint8_t>& v) { size += mark(b, v) ? 1 : 0; }
+  WARREN_ALWAYS_INLINE void timestamp(int b, const char*, const std::optional<std::uint64_t>& v) { size += mark(b, v) ? 8 : 0; }
+  void table(int b, const char* n, const std::optional<TableRef>& t) {
+    if (!mark(b, t)) return;
     auto bytes = t->encoded_size();
     if (!bytes.ok()) {
       if (!failed) { failed = n; table_error = bytes.error(); }
@@ -41,13 +49,13 @@ struct Flags {
 
 struct Encoder {
   Writer& out;
-  void shortstr(int, const char*, const std::optional<std::string_view>& s) {
+  WARREN_ALWAYS_INLINE void shortstr(int, const char*, const std::optional<std::string_view>& s) {
     if (!s) return;
     out.u8(static_cast<std::uint8_t>(s->size()));
     out.text(*s);
   }
-  void octet(int, const char*, const std::optional<std::uint8_t>& v) { if (v) out.u8(*v); }
-  void timestamp(int, const char*, const std::optional<std::uint64_t>& v) { if (v) out.u64(*v); }
+  WARREN_ALWAYS_INLINE void octet(int, const char*, const std::optional<std::uint8_t>& v) { if (v) out.u8(*v); }
+  WARREN_ALWAYS_INLINE void timestamp(int, const char*, const std::optional<std::uint64_t>& v) { if (v) out.u64(*v); }
   void table(int, const char*, const std::optional<TableRef>& t) {
     if (!t) return;
     std::byte* size_at = out.position();
@@ -61,21 +69,21 @@ struct Decoder {
   Reader& in;
   std::uint16_t flags;
   const char* failed = nullptr;
-  Error table_error;
+  std::optional<Error> table_error;
 
-  bool present(int bit) const { return (flags >> bit) & 1u; }
-  void check(const char* n) { if (in.failed() && !failed) failed = n; }
-  void shortstr(int b, const char* n, std::optional<std::string_view>& s) {
+  WARREN_ALWAYS_INLINE bool present(int bit) const { return (flags >> bit) & 1u; }
+  WARREN_ALWAYS_INLINE void check(const char* n) { if (in.failed() && !failed) failed = n; }
+  WARREN_ALWAYS_INLINE void shortstr(int b, const char* n, std::optional<std::string_view>& s) {
     if (!present(b)) return;
     s = in.shortstr();
     check(n);
   }
-  void octet(int b, const char* n, std::optional<std::uint8_t>& v) {
+  WARREN_ALWAYS_INLINE void octet(int b, const char* n, std::optional<std::uint8_t>& v) {
     if (!present(b)) return;
     v = in.u8();
     check(n);
   }
-  void timestamp(int b, const char* n, std::optional<std::uint64_t>& v) {
+  WARREN_ALWAYS_INLINE void timestamp(int b, const char* n, std::optional<std::uint64_t>& v) {
     if (!present(b)) return;
     v = in.u64();
     check(n);
@@ -164,8 +172,8 @@ Result<void> decode_content_header(std::span<const std::byte> payload, ContentHe
   Decoder d{in, flags, nullptr, {}};
   BasicProperties::fields(h.properties, d);
   if (d.failed) {
-    if (d.table_error.code) {
-      Error e = d.table_error;
+    if (d.table_error) {
+      Error e = *d.table_error;
       e.detail = std::string("content header ") + d.failed + ": " + e.detail;
       return e;
     }
@@ -177,30 +185,41 @@ Result<void> decode_content_header(std::span<const std::byte> payload, ContentHe
   return {};
 }
 
-Result<std::size_t> content_header_size(const BasicProperties& properties) {
+Result<ContentHeaderPlan> plan_content_header(const BasicProperties& properties) {
   PropertiesSizer s;
   BasicProperties::fields(properties, s);
-  if (s.failed) {
-    if (s.table_error.code) {
-      Error e = s.table_error;
+  if (s.failed) [[unlikely]] {
+    if (s.table_error) {
+      Error e = *s.table_error;
       e.detail = std::string("property ") + s.failed + ": " + e.detail;
       return e;
     }
     return make_error(errc::string_too_long, std::string("property ") + s.failed + " is over 255 bytes");
   }
-  return s.size;
+  return ContentHeaderPlan{.size = s.size, .flags = s.flags};
+}
+
+Result<std::size_t> content_header_size(const BasicProperties& properties) {
+  auto plan = plan_content_header(properties);
+  if (!plan.ok()) return std::move(plan).error();
+  return plan->size;
+}
+
+void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProperties& properties,
+                           ContentHeaderPlan plan) {
+  out.u16(basic_class_id);
+  out.u16(0);
+  out.u64(body_size);
+  out.u16(plan.flags);
+  if (plan.flags == 0) return;
+  Encoder e{out};
+  BasicProperties::fields(properties, e);
 }
 
 void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProperties& properties) {
   Flags f;
   BasicProperties::fields(properties, f);
-  out.u16(basic_class_id);
-  out.u16(0);
-  out.u64(body_size);
-  out.u16(f.word);
-  if (f.word == 0) return;
-  Encoder e{out};
-  BasicProperties::fields(properties, e);
+  encode_content_header(out, body_size, properties, ContentHeaderPlan{.size = 0, .flags = f.word});
 }
 
 std::string to_string(const BasicProperties& properties) {

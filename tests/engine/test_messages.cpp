@@ -37,6 +37,24 @@ TEST(Publish, without_confirms_a_publish_completes_when_written) {
   b.expect_event("publish(ch1 p" + id(*p) + " written)");
 }
 
+// A burst of publishes without confirms is tracked as one run (one entry, not one per publish),
+// so the run is told written once its last byte is written, in one event.
+TEST(Publish, a_burst_without_confirms_is_told_written_as_one_run) {
+  ScriptedBroker b;
+  b.connect();
+  b.open_channel();
+  b.hold_output = true;
+  auto p1 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("a"), b.now);
+  auto p2 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("b"), b.now);
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  const std::size_t queued = b.conn.pending_output_bytes();
+  b.conn.consume_output(queued - 1);  // all of p1, all of p2 but its frame end
+  b.expect_no_event();
+  b.conn.consume_output(1);
+  b.expect_event("publish(ch1 p" + id(*p1) + "-p" + id(*p2) + " written)");
+  b.expect_no_event();
+}
+
 TEST(Confirms, confirm_numbering_starts_at_select) {
   // A publish queued between confirm.select and select-ok is already the broker's number 1.
   every_split([](ScriptedBroker& b) {
@@ -584,6 +602,38 @@ TEST(Deadlines, a_short_timeout_while_blocked_or_unwritten_fires_on_time) {
     b.flush();
     b.expect_event("publish(ch1 p" + id(*waits) + " written)");
     b.expect_no_event();
+  });
+}
+
+// A run of unwritten publishes times out as one, at its last publish's deadline: its first is
+// told at most the run's span (1 ms) late, never early. A publish 1 ms or more after a run's
+// first starts a run of its own, with a deadline of its own.
+TEST(Deadlines, a_run_of_unwritten_publishes_is_told_never_early_and_at_most_1ms_late) {
+  using namespace std::chrono_literals;
+  every_split([](ScriptedBroker& b) {
+    b.connect();
+    b.open_channel();
+    b.hold_output = true;
+    const engine::PublishOptions one_second{.timeout = 1s};
+    const auto t0 = b.now;
+    auto p1 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("a"), b.now, one_second);
+    b.now = t0 + 600us;
+    auto p2 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("b"), b.now, one_second);
+    b.now = t0 + 1200us;
+    auto p3 = b.conn.publish(1, BasicPublish{"", "q"}, {}, as_bytes("c"), b.now, one_second);
+    ASSERT_TRUE(p1.ok() && p2.ok() && p3.ok());
+    b.now = t0 + 1s - 1us;  // p1's deadline not yet
+    b.advance(0ms);
+    b.expect_no_event();
+    b.now = t0 + 1s + 1ms;  // p1's at most 1 ms ago, p2's passed, p3's not yet
+    b.advance(0ms);
+    b.expect_event("publish(ch1 p" + id(*p1) + "-p" + id(*p2) + " timed_out, timed out: not written within 1000 ms)");
+    b.expect_no_event();
+    b.now = t0 + 1s + 1200us;
+    b.advance(0ms);
+    b.expect_event("publish(ch1 p" + id(*p3) + " timed_out, timed out: not written within 1000 ms)");
+    b.flush();
+    b.expect_no_event();  // written later, and told already
   });
 }
 

@@ -2,6 +2,7 @@
 // needs C++23 and the clang used for fuzzing does not have it yet.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -83,26 +84,27 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
-  Result(Error error) : error_(std::move(error)), failed_(true) {}  // NOLINT
+  Result(Error error) : error_(std::move(error)) {}  // NOLINT
 
-  [[nodiscard]] bool ok() const noexcept { return !failed_; }
+  [[nodiscard]] bool ok() const noexcept { return !error_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
   // Nothing on success; on an error, BadResultAccess (`(co_await ch->close(...)).value();`).
   void value() const {
-    if (failed_) detail::throw_bad_access(error_);
+    if (error_) detail::throw_bad_access(*error_);
   }
   [[nodiscard]] const Error& error() const& {
-    if (!failed_) detail::throw_no_error();
-    return error_;
+    if (!error_) detail::throw_no_error();
+    return *error_;
   }
   [[nodiscard]] Error&& error() && {
-    if (!failed_) detail::throw_no_error();
-    return std::move(error_);
+    if (!error_) detail::throw_no_error();
+    return std::move(*error_);
   }
 
  private:
-  Error error_;
-  bool failed_ = false;
+  // Optional, not an Error and a flag: a success then builds and destroys no Error (its
+  // error_code and string), and most Results on a hot path are successes.
+  std::optional<Error> error_;
 };
 
 }  // namespace warren

@@ -8,7 +8,7 @@ namespace warren::engine {
 
 using namespace detail;
 
-Result<Channel*> Connection::Impl::usable_channel(ChannelId id) {
+Error Connection::Impl::unusable_channel(ChannelId id) {
   if (auto r = check_open(); !r.ok()) return std::move(r).error();
   Channel* ch = channel(id);
   if (!ch) {
@@ -20,9 +20,8 @@ Result<Channel*> Connection::Impl::usable_channel(ChannelId id) {
     e.detail = "channel " + std::to_string(id) + " was closed by the broker: " + closed->second.to_string();
     return e;
   }
-  if (std::holds_alternative<Channel::Closing>(ch->state))
-    return make_error(errc::channel_closed, "channel " + std::to_string(id) + " is closing");
-  return ch;
+  assert(std::holds_alternative<Channel::Closing>(ch->state) && "usable_channel found it usable");
+  return make_error(errc::channel_closed, "channel " + std::to_string(id) + " is closing");
 }
 
 template <class M, class Answer>
@@ -74,7 +73,21 @@ void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline
     ++unsettled_publishes_;
     ch.unconfirmed_due.lower(deadline);
   } else {
-    unwritten_.push_back(Unwritten{id, ch.id, written_total_ + output_.size_bytes(), deadline, false, timeout});
+    const std::uint64_t end = written_total_ + output_.size_bytes();
+    const Instant made_at = deadline - timeout;  // a publish that waited out a block: when it was made
+    if (!unwritten_.empty()) {
+      Unwritten& run = unwritten_.back();
+      if (run.channel == ch.id && run.last + 1 == id && run.timeout == timeout && !run.settled &&
+          made_at - run.first_at < Unwritten::run_span) {
+        run.last = id;
+        ++run.count;
+        run.end_offset = end;
+        run.deadline = deadline;  // unwritten_due_ holds an earlier one: the check comes early
+        return;
+      }
+    }
+    unwritten_.push_back(Unwritten{.id = id, .last = id, .count = 1, .channel = ch.id, .end_offset = end,
+                                   .first_at = made_at, .deadline = deadline, .settled = false, .timeout = timeout});
     unwritten_due_.lower(deadline);
   }
 }

@@ -111,24 +111,21 @@ void Connection::Impl::consume_output(std::size_t n) {
   while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_) {
     auto u = unwritten_.pop_front();
     if (u.settled) continue;  // it timed out first, and was told so
-    PublishId last = u.id;
-    std::uint64_t count = 1;
+    PublishId last = u.last;
+    std::uint64_t count = u.count;
     while (!unwritten_.empty() && unwritten_.front().end_offset <= written_total_ &&
            unwritten_.front().channel == u.channel && !unwritten_.front().settled) {
-      last = unwritten_.pop_front().id;
-      ++count;
+      auto next = unwritten_.pop_front();
+      last = next.last;
+      count += next.count;
     }
-    emit(PublishDone{u.channel, u.id, last, PublishOutcome::written, {}, u.deadline - u.timeout, count});
+    emit(PublishDone{u.channel, u.id, last, PublishOutcome::written, {}, u.first_at, count});
   }
   if (unwritten_.empty()) unwritten_due_.at.reset();
   if (was_congested_ && !congested()) {
     was_congested_ = false;
     emit(Writable{});
   }
-}
-
-bool Connection::Impl::congested() const noexcept {
-  return output_.size_bytes() + waiting_bytes_ > options_.output_limit_bytes;
 }
 
 bool Connection::Impl::finished() const noexcept {
@@ -303,8 +300,9 @@ void Connection::Impl::expire_publishes(Instant now) {
       }
       u.settled = true;  // its bytes are queued: it stays until they are written
       // Its bytes stay queued and are written later: the broker may yet have it.
-      emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::timed_out,
-                       sent_as(Sent::maybe, make_error(errc::timeout, "not written within " + ms_text(u.timeout)))});
+      emit(PublishDone{u.channel, u.id, u.last, PublishOutcome::timed_out,
+                       sent_as(Sent::maybe, make_error(errc::timeout, "not written within " + ms_text(u.timeout))),
+                       {}, u.count});
     }
     unwritten_due_.at = next;
   }
@@ -358,7 +356,8 @@ void Connection::Impl::fail(Error cause, std::uint16_t close_code) {
   // Part of its bytes may have gone out (the kernel had them): the broker may have it.
   while (!unwritten_.empty()) {
     auto u = unwritten_.pop_front();
-    if (!u.settled) emit(PublishDone{u.channel, u.id, u.id, PublishOutcome::failed, sent_as(Sent::maybe, cause)});
+    if (!u.settled)
+      emit(PublishDone{u.channel, u.id, u.last, PublishOutcome::failed, sent_as(Sent::maybe, cause), {}, u.count});
   }
   if (discard_output_) output_.consume(output_.size_bytes());
   emit(Closed{std::move(cause), heartbeat_missed_});

@@ -28,7 +28,7 @@ class Connection::Impl {
   void consume_output(std::size_t n);
   std::optional<Instant> poll_timeout() const;
   bool finished() const noexcept;
-  bool congested() const noexcept;
+  bool congested() const noexcept { return output_.size_bytes() + waiting_bytes_ > options_.output_limit_bytes; }
 
   // input.cpp
   void on_frame(const wire::FrameView& frame);
@@ -40,7 +40,15 @@ class Connection::Impl {
   void on_confirm(detail::Channel& ch, std::uint64_t tag, bool multiple, bool ack);
 
   // commands.cpp helpers
-  Result<detail::Channel*> usable_channel(ChannelId id);
+  // A channel a verb may use: the connection open and the channel open, not closing. Tested
+  // inline on every publish; why it is not usable is built out of line.
+  Result<detail::Channel*> usable_channel(ChannelId id) {
+    if (!error_ && std::holds_alternative<detail::Running>(phase_)) [[likely]]
+      if (detail::Channel* ch = channel(id); ch && !std::holds_alternative<detail::Channel::Closing>(ch->state)) [[likely]]
+        return ch;
+    return unusable_channel(id);
+  }
+  Error unusable_channel(ChannelId id);
   template <class M, class Answer>
   Result<RequestId> request(ChannelId channel, const M& m, bool no_wait,
                             detail::PendingRequest::Kind kind = detail::PendingRequest::Kind::plain,

@@ -68,12 +68,19 @@ struct PendingReturn {
   std::string detail;  // returned_detail(): the broker's text and where the publish went
 };
 
-// A publish outside confirm mode, waiting for its frames to be written.
+// Publishes outside confirm mode, waiting for their frames to be written: a run of one
+// channel's publishes with consecutive ids and one timeout, made within run_span of the first
+// (a burst is one entry, not one per publish). The run is written when its last byte is, and
+// times out as one at its last publish's deadline: its first is told at most run_span late.
 struct Unwritten {
-  PublishId id = 0;
+  static constexpr Duration run_span = std::chrono::milliseconds(1);
+  PublishId id = 0;    // the first
+  PublishId last = 0;
+  std::uint64_t count = 1;
   ChannelId channel = 0;
-  std::uint64_t end_offset = 0;  // position in the output stream after its last byte
-  Instant deadline{};
+  std::uint64_t end_offset = 0;  // position in the output stream after the last's last byte
+  Instant first_at{};            // when the first was made
+  Instant deadline{};            // the last's
   bool settled = false;  // timed out before it was written; popped once written
   Duration timeout{};
 };

@@ -223,6 +223,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // span's, a child of the caller's, else of the context its headers already carry, else a new
   // root: a context is never replaced. Asked right before the publish it is for.
   [[nodiscard]] TraceContext send_trace(const Publish& publish);
+  // Whether a publish's properties gain trace headers: with spans on, or a context of the
+  // caller's. Otherwise they go as they are, and send_trace need not be asked.
+  [[nodiscard]] bool traces(const Publish& publish) const noexcept { return spans_ != nullptr || publish.trace.valid(); }
   // The span of the callback running for this delivery, with spans on.
   [[nodiscard]] std::optional<TraceContext> processing_span(engine::ChannelId channel, std::uint64_t delivery_tag) const;
   // A command whose result is known at once (ack, nack, reject, a callback-free publish).

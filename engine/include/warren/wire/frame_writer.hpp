@@ -59,13 +59,14 @@ template <class M>
                                          std::uint32_t frame_max_bytes) {
   auto method_size = detail::payload_size(method);
   if (!method_size.ok()) return std::move(method_size).error();
-  auto header_size = content_header_size(properties);
-  if (!header_size.ok()) return std::move(header_size).error();
+  auto header = plan_content_header(properties);
+  if (!header.ok()) return std::move(header).error();
+  const std::size_t header_size = header->size;
   const std::size_t limit = max_payload_bytes(frame_max_bytes);
   if (*method_size > limit) return detail::frame_over_limit(M::name, *method_size, frame_max_bytes);
-  if (*header_size > limit) return detail::frame_over_limit("content header", *header_size, frame_max_bytes);
+  if (header_size > limit) return detail::frame_over_limit("content header", header_size, frame_max_bytes);
 
-  const std::size_t head = *method_size + *header_size + 2 * frame_overhead_bytes;
+  const std::size_t head = *method_size + header_size + 2 * frame_overhead_bytes;
   // A small body rides in the same contiguous piece as its method and header frames.
   const bool one_piece = body.size() <= limit && body.size() <= 2048;
   const std::size_t first = head + (one_piece && !body.empty() ? body.size() + frame_overhead_bytes : 0);
@@ -73,8 +74,8 @@ template <class M>
   detail::frame_start(w, FrameType::method, channel, *method_size);
   detail::encode_payload(w, method);
   w.u8(std::to_integer<std::uint8_t>(frame_end));
-  detail::frame_start(w, FrameType::header, channel, *header_size);
-  encode_content_header(w, body.size(), properties);
+  detail::frame_start(w, FrameType::header, channel, header_size);
+  encode_content_header(w, body.size(), properties, *header);
   w.u8(std::to_integer<std::uint8_t>(frame_end));
   if (one_piece) {
     if (!body.empty()) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "warren/always_inline.hpp"
 #include "warren/result.hpp"
 #include "warren/wire/byte_io.hpp"
 #include "warren/wire/constants.hpp"
@@ -21,28 +22,28 @@ class SizeVisitor {
  public:
   std::size_t size = 0;
   const char* failed_field = nullptr;
-  Error table_error;
+  std::optional<Error> table_error;  // optional: sizing builds no Error unless one is found
 
-  void octet(const char*, std::uint8_t) { end_bits(); size += 1; }
-  void short_(const char*, std::uint16_t) { end_bits(); size += 2; }
-  void long_(const char*, std::uint32_t) { end_bits(); size += 4; }
-  void longlong(const char*, std::uint64_t) { end_bits(); size += 8; }
-  void bit(const char*, bool) {
+  WARREN_ALWAYS_INLINE void octet(const char*, std::uint8_t) { end_bits(); size += 1; }
+  WARREN_ALWAYS_INLINE void short_(const char*, std::uint16_t) { end_bits(); size += 2; }
+  WARREN_ALWAYS_INLINE void long_(const char*, std::uint32_t) { end_bits(); size += 4; }
+  WARREN_ALWAYS_INLINE void longlong(const char*, std::uint64_t) { end_bits(); size += 8; }
+  WARREN_ALWAYS_INLINE void bit(const char*, bool) {
     if (bits_ == 0 || bits_ == 8) { size += 1; bits_ = 0; }
     ++bits_;
   }
-  void shortstr(const char* name, std::string_view s) {
+  WARREN_ALWAYS_INLINE void shortstr(const char* name, std::string_view s) {
     end_bits();
     if (s.size() > 255 && !failed_field) failed_field = name;
     size += 1 + s.size();
   }
-  void longstr(const char* name, std::string_view s) {
+  WARREN_ALWAYS_INLINE void longstr(const char* name, std::string_view s) {
     end_bits();
     if (s.size() > UINT32_MAX && !failed_field) failed_field = name;
     size += 4 + s.size();
   }
-  void secret_longstr(const char* name, std::string_view s) { longstr(name, s); }
-  void table(const char* name, const TableRef& t) {
+  WARREN_ALWAYS_INLINE void secret_longstr(const char* name, std::string_view s) { longstr(name, s); }
+  WARREN_ALWAYS_INLINE void table(const char* name, const TableRef& t) {
     end_bits();
     auto n = t.encoded_size();
     if (!n.ok()) {
@@ -51,13 +52,13 @@ class SizeVisitor {
     }
     size += 4 + *n;
   }
-  void reserved_short() { short_("", 0); }
-  void reserved_shortstr() { shortstr("", {}); }
-  void reserved_longstr() { longstr("", {}); }
-  void reserved_bit() { bit("", false); }
+  WARREN_ALWAYS_INLINE void reserved_short() { short_("", 0); }
+  WARREN_ALWAYS_INLINE void reserved_shortstr() { shortstr("", {}); }
+  WARREN_ALWAYS_INLINE void reserved_longstr() { longstr("", {}); }
+  WARREN_ALWAYS_INLINE void reserved_bit() { bit("", false); }
 
  private:
-  void end_bits() { bits_ = 0; }
+  WARREN_ALWAYS_INLINE void end_bits() { bits_ = 0; }
   int bits_ = 0;
 };
 
@@ -65,11 +66,11 @@ class EncodeVisitor {
  public:
   explicit EncodeVisitor(Writer& out) : out_(out) {}
 
-  void octet(const char*, std::uint8_t v) { end_bits(); out_.u8(v); }
-  void short_(const char*, std::uint16_t v) { end_bits(); out_.u16(v); }
-  void long_(const char*, std::uint32_t v) { end_bits(); out_.u32(v); }
-  void longlong(const char*, std::uint64_t v) { end_bits(); out_.u64(v); }
-  void bit(const char*, bool v) {
+  WARREN_ALWAYS_INLINE void octet(const char*, std::uint8_t v) { end_bits(); out_.u8(v); }
+  WARREN_ALWAYS_INLINE void short_(const char*, std::uint16_t v) { end_bits(); out_.u16(v); }
+  WARREN_ALWAYS_INLINE void long_(const char*, std::uint32_t v) { end_bits(); out_.u32(v); }
+  WARREN_ALWAYS_INLINE void longlong(const char*, std::uint64_t v) { end_bits(); out_.u64(v); }
+  WARREN_ALWAYS_INLINE void bit(const char*, bool v) {
     if (bits_ == 0 || bits_ == 8) {
       bit_octet_ = out_.position();
       out_.u8(0);
@@ -78,31 +79,31 @@ class EncodeVisitor {
     if (v) *bit_octet_ |= std::byte(1u << bits_);
     ++bits_;
   }
-  void shortstr(const char*, std::string_view s) {
+  WARREN_ALWAYS_INLINE void shortstr(const char*, std::string_view s) {
     end_bits();
     out_.u8(static_cast<std::uint8_t>(s.size()));
     out_.text(s);
   }
-  void longstr(const char*, std::string_view s) {
+  WARREN_ALWAYS_INLINE void longstr(const char*, std::string_view s) {
     end_bits();
     out_.u32(static_cast<std::uint32_t>(s.size()));
     out_.text(s);
   }
-  void secret_longstr(const char* name, std::string_view s) { longstr(name, s); }
-  void table(const char*, const TableRef& t) {
+  WARREN_ALWAYS_INLINE void secret_longstr(const char* name, std::string_view s) { longstr(name, s); }
+  WARREN_ALWAYS_INLINE void table(const char*, const TableRef& t) {
     end_bits();
     std::byte* size_at = out_.position();
     out_.u32(0);
     t.encode_content(out_);
     patch_u32(size_at, static_cast<std::uint32_t>(out_.position() - size_at - 4));
   }
-  void reserved_short() { short_("", 0); }
-  void reserved_shortstr() { shortstr("", {}); }
-  void reserved_longstr() { longstr("", {}); }
-  void reserved_bit() { bit("", false); }
+  WARREN_ALWAYS_INLINE void reserved_short() { short_("", 0); }
+  WARREN_ALWAYS_INLINE void reserved_shortstr() { shortstr("", {}); }
+  WARREN_ALWAYS_INLINE void reserved_longstr() { longstr("", {}); }
+  WARREN_ALWAYS_INLINE void reserved_bit() { bit("", false); }
 
  private:
-  void end_bits() { bits_ = 0; }
+  WARREN_ALWAYS_INLINE void end_bits() { bits_ = 0; }
   Writer& out_;
   std::byte* bit_octet_ = nullptr;
   int bits_ = 0;
@@ -115,11 +116,11 @@ class DecodeVisitor {
   const char* failed_field = nullptr;  // the first field that ran past the payload or was invalid
   std::optional<Error> table_error;
 
-  void octet(const char* n, std::uint8_t& v) { end_bits(); v = in_.u8(); check(n); }
-  void short_(const char* n, std::uint16_t& v) { end_bits(); v = in_.u16(); check(n); }
-  void long_(const char* n, std::uint32_t& v) { end_bits(); v = in_.u32(); check(n); }
-  void longlong(const char* n, std::uint64_t& v) { end_bits(); v = in_.u64(); check(n); }
-  void bit(const char* n, bool& v) {
+  WARREN_ALWAYS_INLINE void octet(const char* n, std::uint8_t& v) { end_bits(); v = in_.u8(); check(n); }
+  WARREN_ALWAYS_INLINE void short_(const char* n, std::uint16_t& v) { end_bits(); v = in_.u16(); check(n); }
+  WARREN_ALWAYS_INLINE void long_(const char* n, std::uint32_t& v) { end_bits(); v = in_.u32(); check(n); }
+  WARREN_ALWAYS_INLINE void longlong(const char* n, std::uint64_t& v) { end_bits(); v = in_.u64(); check(n); }
+  WARREN_ALWAYS_INLINE void bit(const char* n, bool& v) {
     if (bits_ == 0 || bits_ == 8) {
       octet_ = in_.u8();
       check(n);
@@ -128,10 +129,10 @@ class DecodeVisitor {
     v = ((octet_ >> bits_) & 1u) != 0;
     ++bits_;
   }
-  void shortstr(const char* n, std::string_view& s) { end_bits(); s = in_.shortstr(); check(n); }
-  void longstr(const char* n, std::string_view& s) { end_bits(); s = in_.longstr(); check(n); }
-  void secret_longstr(const char* n, std::string_view& s) { longstr(n, s); }
-  void table(const char* n, TableRef& t) {
+  WARREN_ALWAYS_INLINE void shortstr(const char* n, std::string_view& s) { end_bits(); s = in_.shortstr(); check(n); }
+  WARREN_ALWAYS_INLINE void longstr(const char* n, std::string_view& s) { end_bits(); s = in_.longstr(); check(n); }
+  WARREN_ALWAYS_INLINE void secret_longstr(const char* n, std::string_view& s) { longstr(n, s); }
+  WARREN_ALWAYS_INLINE void table(const char* n, TableRef& t) {
     end_bits();
     auto content = in_.bytes(in_.u32());
     check(n);
@@ -144,14 +145,14 @@ class DecodeVisitor {
     }
     t = TableRef::validated(content);
   }
-  void reserved_short() { std::uint16_t v; short_("reserved", v); }
-  void reserved_shortstr() { std::string_view s; shortstr("reserved", s); }
-  void reserved_longstr() { std::string_view s; longstr("reserved", s); }
-  void reserved_bit() { bool b; bit("reserved", b); }
+  WARREN_ALWAYS_INLINE void reserved_short() { std::uint16_t v; short_("reserved", v); }
+  WARREN_ALWAYS_INLINE void reserved_shortstr() { std::string_view s; shortstr("reserved", s); }
+  WARREN_ALWAYS_INLINE void reserved_longstr() { std::string_view s; longstr("reserved", s); }
+  WARREN_ALWAYS_INLINE void reserved_bit() { bool b; bit("reserved", b); }
 
  private:
-  void end_bits() { bits_ = 0; }
-  void check(const char* n) {
+  WARREN_ALWAYS_INLINE void end_bits() { bits_ = 0; }
+  WARREN_ALWAYS_INLINE void check(const char* n) {
     if (in_.failed() && !failed_field) failed_field = n;
   }
   Reader& in_;
@@ -189,25 +190,21 @@ class PrintVisitor {
   }
 };
 
+// Why a method could not be sized (out of line: the hot path only tests for it).
+[[nodiscard]] Error unsizable_field(std::string_view method, const char* field, const std::optional<Error>& table_error);
+
 // The size of a method's payload, class and method ids included; refuses over-long strings.
 template <class M>
-[[nodiscard]] Result<std::size_t> payload_size(const M& m) {
+[[nodiscard]] WARREN_ALWAYS_INLINE Result<std::size_t> payload_size(const M& m) {
   SizeVisitor v;
   M::fields(m, v);
-  if (v.failed_field) {
-    if (v.table_error.code) {
-      Error e = v.table_error;
-      e.detail = std::string(M::name) + " " + v.failed_field + ": " + e.detail;
-      return e;
-    }
-    return make_error(errc::string_too_long,
-                      std::string(M::name) + " " + v.failed_field + " is over 255 bytes");
-  }
+  if (v.failed_field) [[unlikely]]
+    return unsizable_field(M::name, v.failed_field, v.table_error);
   return method_header_bytes + v.size;
 }
 
 template <class M>
-void encode_payload(Writer& out, const M& m) {
+WARREN_ALWAYS_INLINE void encode_payload(Writer& out, const M& m) {
   out.u16(M::id.class_id);
   out.u16(M::id.method_id);
   EncodeVisitor v(out);

@@ -70,6 +70,16 @@ inline constexpr std::uint16_t basic_class_id = 60;
 [[nodiscard]] Result<std::size_t> content_header_size(const BasicProperties& properties);
 void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProperties& properties);
 
+// The same from one walk of the properties, for the publish path: the size and the flags word
+// together, then the encoder writes the properties the flags name (none: nothing to walk).
+struct ContentHeaderPlan {
+  std::size_t size = 0;  // the payload's bytes
+  std::uint16_t flags = 0;
+};
+[[nodiscard]] Result<ContentHeaderPlan> plan_content_header(const BasicProperties& properties);
+void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProperties& properties,
+                           ContentHeaderPlan plan);
+
 [[nodiscard]] std::string to_string(const BasicProperties& properties);
 
 }  // namespace warren::wire
