@@ -105,6 +105,21 @@ std::vector<T*> chosen(const Args& a, T& with_default, T& with_off) {
   return out;
 }
 
+// Connects with read batching at default or off, opens a channel and hands it to `then`; any
+// error ends the program. `conn` is the caller's member: it holds the connection.
+void connect_channel(client::Driver& driver, const Args& a, bool batching_off, std::shared_ptr<client::Connection>& conn,
+                     std::function<void(client::Channel)> then) {
+  client::ClientOptions o;
+  if (batching_off) o.read_batching = {};
+  conn = client::Connection::connect(driver, broker_url(a), o, [&conn, then = std::move(then)](Result<void> r) {
+    if (!r) die("connect: " + r.error().to_string());
+    conn->open_channel([then](Result<client::Channel> ch) {
+      if (!ch) die("channel: " + ch.error().to_string());
+      then(*ch);
+    });
+  });
+}
+
 // One connection's side of the run: connects, then does blocks of N one at a time when told,
 // recording each, and closes at the end. Two of them (default and batching off) take turns in
 // one process with --batching both, so both see the same machine: this 2-core host places the
@@ -116,19 +131,13 @@ class Run {
 
   void start(std::function<void()> ready) {
     ready_ = std::move(ready);
-    client::ClientOptions o;
-    if (off_) o.read_batching = {};
-    conn_ = client::Connection::connect(driver_, broker_url(a_), o, [this](Result<void> r) {
-      if (!r) die("connect: " + r.error().to_string());
-      conn_->open_channel([this](Result<client::Channel> ch) {
-        if (!ch) die("channel: " + ch.error().to_string());
-        ch_ = *ch;
-        if (a_.mode != "rpc") return ready_();
-        rpc_ = client::RpcClient::start(ch_, [this](Result<void> r) {
-          if (!r) die("rpc: " + r.error().to_string());
-          body_.assign(a_.size, 'r');
-          ready_();
-        });
+    connect_channel(driver_, a_, off_, conn_, [this](client::Channel ch) {
+      ch_ = ch;
+      if (a_.mode != "rpc") return ready_();
+      rpc_ = client::RpcClient::start(ch_, [this](Result<void> r) {
+        if (!r) die("rpc: " + r.error().to_string());
+        body_.assign(a_.size, 'r');
+        ready_();
       });
     });
   }
@@ -260,23 +269,17 @@ class StreamConsumer {
   void start(std::function<void()> ready, std::function<void()> done) {
     ready_ = std::move(ready);
     done_ = std::move(done);
-    client::ClientOptions o;
-    if (off_) o.read_batching = {};
-    conn_ = client::Connection::connect(driver_, broker_url(a_), o, [this](Result<void> r) {
-      if (!r) die("connect: " + r.error().to_string());
-      conn_->open_channel([this](Result<client::Channel> ch) {
-        if (!ch) die("channel: " + ch.error().to_string());
-        ch_ = *ch;
-        ch_.queue_declare({.exclusive = true, .auto_delete = true}, [this](Result<client::QueueDeclared> q) {
-          if (!q) die("queue.declare: " + q.error().to_string());
-          queue_ = q->name;
-          ch_.consume({.queue = queue_, .prefetch = 500}, [this](const client::Delivery& d) { on_delivery(d); },
-                      [this](Result<client::Consumer> c) {
-                        if (!c) die("consume: " + c.error().to_string());
-                        consumer_ = std::move(*c);
-                        ready_();
-                      });
-        });
+    connect_channel(driver_, a_, off_, conn_, [this](client::Channel ch) {
+      ch_ = ch;
+      ch_.queue_declare({.exclusive = true, .auto_delete = true}, [this](Result<client::QueueDeclared> q) {
+        if (!q) die("queue.declare: " + q.error().to_string());
+        queue_ = q->name;
+        ch_.consume({.queue = queue_, .prefetch = 500}, [this](const client::Delivery& d) { on_delivery(d); },
+                    [this](Result<client::Consumer> c) {
+                      if (!c) die("consume: " + c.error().to_string());
+                      consumer_ = std::move(*c);
+                      ready_();
+                    });
       });
     });
   }
