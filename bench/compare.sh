@@ -302,6 +302,11 @@ for ((sr = 0; sr < size_rounds; sr++)); do
       --count $((size_rate * latency_seconds)) --rate $((size_rate / 2)) --driver "$driver" --batching both)
     size_record stream "$size" "warren-$driver" "${lines[0]}"
     size_record stream "$size" "warren-$driver-unbatched" "${lines[1]}"
+    # And the default alone, measured as a peer's is (one consumer at the full rate for as long):
+    # its p99 is the one set beside the peers'.
+    line=$("$one_at_a_time" --port "$RMQ_PORT" --queue bench-S --mode stream --size "$size" \
+      --count $((size_rate * latency_seconds)) --rate "$size_rate" --driver "$driver" --batching default)
+    size_record stream "$size" "warren-$driver-alone" "$line"
   done
   for client in amqp091-go java-warm amqplib; do
     program=$peers/${client%-warm}-perf

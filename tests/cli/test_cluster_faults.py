@@ -143,14 +143,21 @@ class ClusterFaults(unittest.TestCase):
         self.assertEqual([line for line in err.splitlines() if line.strip() and not line.startswith("{")], [],
                          "a line that is not a record under --log-format json")
 
-    def wait_for(self, what, check, timeout=60, proc=None):
+    def wait_for(self, what, check, timeout=60, proc=None, show=None):
+        """Poll check until true. On a timeout the failure says show()'s last state and, when proc
+        is given, what the command said on stderr (it is killed to read it)."""
         deadline = time.monotonic() + timeout
         while not check():
             if proc is not None and proc.poll() is not None:
                 out, err = proc.communicate()
                 self.fail(f"{what}: the command ended first with {proc.returncode}: {err[-2000:]!r}")
             if time.monotonic() > deadline:
-                self.fail(f"{what}: not within {timeout} s")
+                state = f"; last seen: {show()}" if show is not None else ""
+                said = ""
+                if proc is not None:
+                    proc.kill()
+                    said = f"; the command said: {proc.communicate()[1][-3000:]!r}"
+                self.fail(f"{what}: not within {timeout} s{state}{said}")
             time.sleep(0.05)
 
     # ---- the work queue
@@ -541,6 +548,10 @@ class ClusterFaults(unittest.TestCase):
         self.assertEqual(r.returncode, 0, f"rabbitmq-queues {' '.join(args)}: {r.stdout} {r.stderr}")
         return r.stdout
 
+    def queue_members(self, queue, n=2):
+        r = self.ctl(n, "list_queues", "name", "members", "online")
+        return [line for line in r.stdout.splitlines() if line.startswith(queue + "\t") or line.startswith(queue + " ")]
+
     def leader_of(self, queue, n=2):
         r = self.ctl(n, "list_queues", "name", "leader")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -590,7 +601,10 @@ class ClusterFaults(unittest.TestCase):
         self.wait_for("every item done", lambda: set(items) | {"seed"} <= set(lines_of(done_file)), timeout=60, proc=worker)
         self.assertNotEqual(self.leader_of(queue), node2, "the leader moved off node 2")
         self.queues_tool(0, "add_member", queue, node2)  # the cluster as it was
-        self.wait_for("the queue empty", lambda: self.queue_counts(queue) == (0, 0), timeout=30, proc=worker)
+        self.wait_for("the queue empty", lambda: self.queue_counts(queue) == (0, 0), timeout=30, proc=worker,
+                      show=lambda: (f"(ready, unacked) {self.queue_counts(queue)} on node 2, "
+                                    f"{self.queue_counts(queue, node=0)} on node 1, leader {self.leader_of(queue)}, "
+                                    f"{len(lines_of(done_file))} runs, members {self.queue_members(queue)}"))
         self.assertEqual(self.queue_counts(f"{queue}.dlq"), (0, 0))
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=30)
