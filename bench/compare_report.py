@@ -347,17 +347,18 @@ if size_runs:
                   ("yes." if not missed else "no: " + ", ".join(missed) + ".")]
         for kind, by_size in (("stream", stream), ("RPC", rpc)):
             for client in ("warren-uv", "warren-asio"):
-                worse, compared = [], 0
+                worse, compared, alone = [], 0, 0
                 for size in sizes:
                     # The stream's p99 is warren's run alone where there is one: measured as the peers' are.
                     mine = by_size.get((size, client + "-alone")) or by_size.get((size, client))
+                    alone += (size, client + "-alone") in by_size
                     theirs = [by_size[(size, p)]["latency_us"]["p99"] for p in ("amqp091-go", "java-warm", "amqplib") if (size, p) in by_size]
                     if mine and theirs:
                         compared += 1
                         if mine["latency_us"]["p99"] > min(theirs):
                             worse.append(f"{size:,} B ({mine['latency_us']['p99']:,.0f} against {min(theirs):,.0f} µs)")
                 if compared:
-                    how = " (run alone)" if kind == "stream" and any((size, client + "-alone") in by_size for size in sizes) else ""
+                    how = (" (run alone)" if alone == compared else f" (run alone at {alone} of {compared} sizes)") if alone else ""
                     lines.append(f"- {client}'s {kind} p99 at default{how} against the best peer's at each size: " +
                                  ("never worse." if not worse else "worse at " + ", ".join(worse) + "."))
     one = [r for r in size_runs if r["kind"] in ("prefetch1", "get")]
@@ -408,7 +409,10 @@ if scale_runs:
         "100, a multiple ack every 10. Idle: the process's RSS at the idle phase's end, the "
         "connections' share of it (above the process before it dialled them), its CPU per second and "
         "its wake-ups per second (voluntary context switches: each wait of the loop that slept). "
-        "Fed: CPU per message and peak RSS.",
+        "Fed: CPU per message and peak RSS." +
+        (" A driver marked +tls: the same consumers over the broker's TLS listener (the chain and host "
+         "name verified, one OpenSSL context shared by the process's connections); the producer stays plain."
+         if any(r["driver"].endswith("+tls") for r in scale_runs) else ""),
         "",
         "| driver | connections × channels | idle RSS (MiB) | idle KiB per connection | idle CPU µs/s | "
         "idle wake-ups/s | received msgs/s | CPU µs/msg | peak RSS (MiB) |",
@@ -430,8 +434,19 @@ if scale_runs:
         most_channels = max((h for c, h in rss if c == 1), default=1)
         said = []
         if rss.get((1, 1)) and most_connections > 1 and rss.get((most_connections, 1)):
-            said.append(f"{(rss[(most_connections, 1)] - rss[(1, 1)]) / (most_connections - 1):.1f} KiB of idle RSS "
-                        f"per extra connection (1 to {most_connections:,} connections; goal 16 KiB at most)")
+            per = (rss[(most_connections, 1)] - rss[(1, 1)]) / (most_connections - 1)
+            if driver.endswith("+tls"):
+                # No goal of its own: what OpenSSL adds, against the plain driver over the same range.
+                plain = {(r["connections"], r["channels"]): r["result"].get("idle", {}).get("rss_kb")
+                         for r in scale_runs if r["driver"] == driver[:-len("+tls")]}
+                versus = ""
+                if plain.get((1, 1)) and plain.get((most_connections, 1)):
+                    plain_per = (plain[(most_connections, 1)] - plain[(1, 1)]) / (most_connections - 1)
+                    versus = f"; plain over the same range {plain_per:.1f}, so TLS adds {per - plain_per:.1f}"
+                said.append(f"{per:.1f} KiB of idle RSS per extra connection (1 to {most_connections:,} connections{versus})")
+            else:
+                said.append(f"{per:.1f} KiB of idle RSS per extra connection (1 to {most_connections:,} connections; "
+                            "goal 16 KiB at most)")
         if rss.get((1, 1)) and most_channels > 1 and rss.get((1, most_channels)):
             said.append(f"{(rss[(1, most_channels)] - rss[(1, 1)]) / (most_channels - 1):.2f} KiB per extra channel "
                         f"(1 to {most_channels:,} channels; goal 1 KiB at most)")
@@ -500,8 +515,9 @@ if scale_runs:
         f.write("shape " + " ".join(drivers) + "\n")
         for c, h in shapes:
             row = [next((r["result"]["cpu_us_per_msg"] for r in scale_runs
-                         if r["driver"] == d and r["connections"] == c and r["channels"] == h), 0) for d in drivers]
-            f.write(f"{c}x{h} " + " ".join(f"{v:.4f}" for v in row) + "\n")
+                         if r["driver"] == d and r["connections"] == c and r["channels"] == h), None) for d in drivers]
+            # A shape a driver did not run (the TLS rows run only some) is no bar, not a zero.
+            f.write(f"{c}x{h} " + " ".join("NaN" if v is None else f"{v:.4f}" for v in row) + "\n")
     plots = ", ".join(["'{0}' using 2:xtic(1) title col".format(data_path)] +
                       [f"'' using {i + 2} title col" for i in range(1, len(drivers))])
     subprocess.run(["gnuplot"], input=f"""
