@@ -5,6 +5,7 @@
 # medians. Writes a Markdown table and a PNG chart.
 #   bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR]
 #                    [--baseline DIR [--pairs N]] [--scale-shapes "CONNECTIONSxCHANNELS ..."]
+#                    [--scale-tls-shapes "CONNECTIONSxCHANNELS ..."]
 #                    [--scale-idle-seconds S]
 #   (default: 5, 200000, 5, no, docs/, build-release). --build names a build directory already
 #   built (the test command's smoke round uses its own build instead of compiling a release);
@@ -45,6 +46,7 @@ count=200000
 scale_seconds=5
 scale_shapes=  # bench/scale.sh's default: 1 to 10,000 connections, and 1 x 2,000 channels
 scale_idle_seconds=10
+scale_tls_shapes=  # bench/scale.sh's default: 1 and 1,000 connections over TLS
 io_uring=0
 out=docs
 build=
@@ -57,13 +59,14 @@ while (($#)); do
     --scale-seconds) scale_seconds=$2; shift 2 ;;
     --scale-shapes) scale_shapes=$2; shift 2 ;;
     --scale-idle-seconds) scale_idle_seconds=$2; shift 2 ;;
+    --scale-tls-shapes) scale_tls_shapes=$2; shift 2 ;;
     --io-uring) io_uring=1; shift ;;
     --out) out=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
-    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR] [--pairs N] [--sizes LIST] [--scale-shapes LIST] [--scale-idle-seconds S]" >&2; exit 2 ;;
+    *) echo "usage: bench/compare.sh [--rounds N] [--count N] [--scale-seconds S] [--io-uring] [--out DIR] [--build DIR] [--baseline DIR] [--pairs N] [--sizes LIST] [--scale-shapes LIST] [--scale-idle-seconds S] [--scale-tls-shapes LIST]" >&2; exit 2 ;;
   esac
 done
 scripts/setup-deps.sh
@@ -105,7 +108,8 @@ unbatched=(--read-min-bytes 0 --read-owed-confirms 0)
 
 broker_dir=$(mktemp -d /tmp/warren-bench-broker.XXXXXX)
 trap 'scripts/broker-stop.sh "$broker_dir" --purge' EXIT
-eval "$(scripts/broker-start.sh "$broker_dir" 0 | grep '^RMQ_')"
+# With a TLS listener: the scale rows measure what OpenSSL adds to an idle connection.
+eval "$(scripts/broker-start.sh "$broker_dir" 0 auto | grep '^RMQ_')"
 url="amqp://127.0.0.1:$RMQ_PORT"
 results=$(mktemp)
 syscall_results=$(mktemp)
@@ -354,7 +358,8 @@ drop_queue bench-rpc
 
 echo "scale"
 bench/scale.sh --warren "$warren" --url "$url" --seconds "$scale_seconds" --idle-seconds "$scale_idle_seconds" \
-  ${scale_shapes:+--shapes "$scale_shapes"} >"$scale_results"
+  ${scale_shapes:+--shapes "$scale_shapes"} --tls-url "amqps://guest:guest@localhost:$RMQ_TLS_PORT" --ca "$RMQ_CA" \
+  ${scale_tls_shapes:+--tls-shapes "$scale_tls_shapes"} >"$scale_results"
 
 mkdir -p "$out"
 # The 1-minute load average as the runs end: other work on the machine (a build, say) raises

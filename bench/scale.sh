@@ -57,11 +57,15 @@ for run in "${runs[@]}"; do
     "$warren" delete queue "$queue" --url "$url" >/dev/null && "$warren" declare queue "$queue" --url "$url" >/dev/null && break
     ((attempt < 5)) || { echo "bench/scale.sh: the broker did not make a fresh $queue" >&2; exit 1; }
   done
+  # Emptied here, not by the background job's redirection: that happens in the child, maybe
+  # after the loop below has read the last run's "measuring:" line from the same file and fed
+  # this run while it was still setting up (the uv 1 x 2,000 row of d114c14's run was that).
+  : >"$err"
   cert_env=()  # the TLS runs trust --ca as the system's store
   [[ $label == *+tls ]] && cert_env=("SSL_CERT_FILE=$ca")
   env "${cert_env[@]}" "$warren" perf --driver "$driver" -x 0 -y "$connections" -Y "$channels" -q 100 -A 10 \
     -u "$queue" --idle-seconds "$idle_seconds" -z "$((seconds + 1))" --json --url "$consumer_url?heartbeat=$heartbeat" \
-    >"$out" 2>"$err" &
+    >"$out" 2>>"$err" &
   consumers=$!
   # Fed once every subscription is made and the idle phase is over.
   until grep -q '^measuring:' "$err"; do

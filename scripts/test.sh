@@ -267,9 +267,10 @@ bench_smoke() {
   out=$(mktemp -d)
   # --baseline the same build, one pair: the paired comparison's runs and table keep working.
   bench/compare.sh --build build-ci --rounds 1 --count 2000 --scale-seconds 1 --sizes 64 --baseline build-ci --pairs 1 \
-    --scale-shapes "1x1 10x1 1x10" --scale-idle-seconds 1 --out "$out" >"$out/log" 2>&1 &&
+    --scale-shapes "1x1 10x1 1x10" --scale-tls-shapes "1x1 2x1" --scale-idle-seconds 1 --out "$out" >"$out/log" 2>&1 &&
     grep -c '^| W[123]:' "$out/benchmarks.md" | grep -qx 34 && [[ -s $out/benchmarks.png && -s $out/benchmarks-scale.png ]] &&
     grep -q '^| warren-uv-batch |' "$out/benchmarks.md" && grep -q '^| W3 | warren-uv-metrics |' "$out/benchmarks.md" && grep -q '^| asio | 1 × 10 |' "$out/benchmarks.md" &&
+    grep -q '^| uv+tls | 2 × 1 |' "$out/benchmarks.md" &&
     grep -q '^| 64 | warren-asio (off) |' "$out/benchmarks.md" && grep -q '^| 64 | warren-uv (alone) |' "$out/benchmarks.md" && grep -q '^| basic.get | warren-uv |' "$out/benchmarks.md" &&
     grep -q '^| W3 | 1 | ' "$out/benchmarks.md"
   local rc=$?
