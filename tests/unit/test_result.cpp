@@ -3,7 +3,10 @@
 // and the value() accessor is the throwing idiom for code that would rather not check.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "warren/result.hpp"
 
@@ -45,6 +48,51 @@ TEST(Result, the_error_of_a_value_throws) {
   EXPECT_THROW((void)ok.error(), std::logic_error);
   Result<void> failed(make_error(errc::timeout, "no confirm within 10000 ms"));
   EXPECT_THROW(failed.value(), BadResultAccess);
+}
+
+// A move-only value is held and moved, never copied; a copyable one copies both ways.
+static_assert(!std::is_copy_constructible_v<Result<std::unique_ptr<int>>>);
+static_assert(std::is_nothrow_move_constructible_v<Result<std::unique_ptr<int>>>);
+static_assert(std::is_nothrow_move_constructible_v<Result<std::string>>);
+static_assert(std::is_copy_constructible_v<Result<std::string>>);
+
+TEST(Result, copies_and_moves_keep_what_it_holds_in_both_directions) {
+  Result<std::string> value(std::string(40, 'v'));  // past the short-string buffer: a heap copy
+  Result<std::string> error = refused();
+  Result<std::string> copy = value;
+  EXPECT_EQ(*copy, std::string(40, 'v'));
+  EXPECT_EQ(*value, std::string(40, 'v'));
+  copy = error;  // value to error
+  ASSERT_FALSE(copy.ok());
+  EXPECT_EQ(copy.error().reply_code, 406);
+  copy = value;  // error to value
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(*copy, std::string(40, 'v'));
+  Result<std::string> moved = std::move(copy);
+  EXPECT_EQ(*moved, std::string(40, 'v'));
+  moved = refused();  // moved into, value to error
+  EXPECT_EQ(moved.error().detail, "PRECONDITION_FAILED - inequivalent arg 'durable'");
+  moved = Result<std::string>(std::string("back"));  // error to value
+  EXPECT_EQ(*moved, "back");
+  auto& same = moved;
+  moved = same;  // self-assignment keeps it
+  moved = std::move(same);
+  EXPECT_EQ(*moved, "back");
+  auto& also_error = error;
+  error = also_error;
+  EXPECT_EQ(error.error().reply_code, 406);
+}
+
+TEST(Result, a_move_only_value_moves_through) {
+  Result<std::unique_ptr<int>> r(std::make_unique<int>(7));
+  Result<std::unique_ptr<int>> s = std::move(r);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(**s, 7);
+  s = Result<std::unique_ptr<int>>(make_error(errc::timeout, "late"));
+  EXPECT_FALSE(s.ok());
+  s = Result<std::unique_ptr<int>>(std::make_unique<int>(8));
+  std::unique_ptr<int> out = std::move(s).value();
+  EXPECT_EQ(*out, 8);
 }
 
 }  // namespace
