@@ -2,13 +2,13 @@
 // needs C++23 and the clang used for fuzzing does not have it yet.
 #pragma once
 
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "warren/error.hpp"
 
@@ -40,36 +40,10 @@ namespace detail {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : ok_(true) { std::construct_at(std::addressof(value_), std::move(value)); }  // NOLINT: implicit by design
-  Result(Error error) : ok_(false) { std::construct_at(std::addressof(error_), std::move(error)); }  // NOLINT
+  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
 
-  Result(const Result& o) requires std::is_copy_constructible_v<T> : ok_(o.ok_) {
-    if (ok_) std::construct_at(std::addressof(value_), o.value_);
-    else std::construct_at(std::addressof(error_), o.error_);
-  }
-  Result(Result&& o) noexcept(std::is_nothrow_move_constructible_v<T>) : ok_(o.ok_) {
-    if (ok_) std::construct_at(std::addressof(value_), std::move(o.value_));
-    else std::construct_at(std::addressof(error_), std::move(o.error_));
-  }
-  // The copy is made before this one is touched, so a copy that throws leaves it as it was.
-  Result& operator=(const Result& o) requires std::is_copy_constructible_v<T> {
-    if (this != &o) *this = Result(o);
-    return *this;
-  }
-  // Destroys what this holds, then moves in: a move that threw in between would leave nothing
-  // to destroy, so assigning needs a T whose move cannot throw (Error's cannot).
-  Result& operator=(Result&& o) noexcept {
-    static_assert(std::is_nothrow_move_constructible_v<T>, "Result<T> is move-assigned only for a T that moves without throwing");
-    if (this == &o) return *this;
-    destroy();
-    ok_ = o.ok_;
-    if (ok_) std::construct_at(std::addressof(value_), std::move(o.value_));
-    else std::construct_at(std::addressof(error_), std::move(o.error_));
-    return *this;
-  }
-  ~Result() { destroy(); }
-
-  [[nodiscard]] bool ok() const noexcept { return ok_; }
+  [[nodiscard]] bool ok() const noexcept { return state_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
   // The value; on an error, BadResultAccess (in every build type: never a read of nothing).
@@ -85,36 +59,25 @@ class [[nodiscard]] Result {
 
   // The error; on a value, std::logic_error.
   [[nodiscard]] const Error& error() const& {
-    if (ok_) detail::throw_no_error();
-    return error_;
+    if (const auto* e = std::get_if<1>(&state_)) return *e;
+    detail::throw_no_error();
   }
   [[nodiscard]] Error&& error() && {
-    if (ok_) detail::throw_no_error();
-    return std::move(error_);
+    if (auto* e = std::get_if<1>(&state_)) return std::move(*e);
+    detail::throw_no_error();
   }
 
  private:
   T* checked() {
-    if (!ok_) detail::throw_bad_access(error_);
-    return &value_;
+    if (auto* v = std::get_if<0>(&state_)) return v;
+    detail::throw_bad_access(*std::get_if<1>(&state_));
   }
   const T* checked() const {
-    if (!ok_) detail::throw_bad_access(error_);
-    return &value_;
-  }
-  void destroy() noexcept {
-    if (ok_) value_.~T();
-    else error_.~Error();
+    if (const auto* v = std::get_if<0>(&state_)) return v;
+    detail::throw_bad_access(*std::get_if<1>(&state_));
   }
 
-  // A union and a flag rather than std::variant<T, Error>: the variant moved and destroyed
-  // through its visitation tables, out of line, at every layer a publish's Result passes
-  // through (about 20 instructions a publish); here a trivially destructible T costs one test.
-  union {
-    T value_;
-    Error error_;
-  };
-  bool ok_;
+  std::variant<T, Error> state_;
 };
 
 template <>
