@@ -3,6 +3,7 @@
 // and the value() accessor is the throwing idiom for code that would rather not check.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -75,8 +76,7 @@ TEST(Result, copies_and_moves_keep_what_it_holds_in_both_directions) {
   moved = Result<std::string>(std::string("back"));  // error to value
   EXPECT_EQ(*moved, "back");
   auto& same = moved;
-  moved = same;  // self-assignment keeps it
-  moved = std::move(same);
+  moved = same;  // self-assignment keeps it (a self-move leaves a valid, unspecified value, as std's types do)
   EXPECT_EQ(*moved, "back");
   auto& also_error = error;
   error = also_error;
@@ -93,6 +93,24 @@ TEST(Result, a_move_only_value_moves_through) {
   s = Result<std::unique_ptr<int>>(std::make_unique<int>(8));
   std::unique_ptr<int> out = std::move(s).value();
   EXPECT_EQ(*out, 8);
+}
+
+TEST(Result, a_trivially_copied_value_reads_as_any_other) {
+  Result<std::uint64_t> id(std::uint64_t{42});
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id, 42u);
+  EXPECT_THROW((void)id.error(), std::logic_error);
+  Result<std::uint64_t> refused_id(make_error(errc::channel_closed, "channel 3 is closed"));
+  ASSERT_FALSE(refused_id.ok());
+  EXPECT_THROW((void)*refused_id, BadResultAccess);
+  EXPECT_EQ(refused_id.error().detail, "channel 3 is closed");
+  Result<std::uint64_t> copy = refused_id;
+  EXPECT_EQ(copy.error().code, make_error_code(errc::channel_closed));
+  copy = id;  // error to value
+  EXPECT_EQ(*copy, 42u);
+  copy = std::move(refused_id);  // value to error
+  EXPECT_FALSE(copy.ok());
+  EXPECT_EQ(std::move(copy).error().detail, "channel 3 is closed");
 }
 
 }  // namespace
