@@ -37,13 +37,48 @@ namespace detail {
 }
 }  // namespace detail
 
+namespace detail {
+
+// What a Result<T> holds: the value or the error, one at a time.
+template <class T>
+struct ResultState {
+  explicit ResultState(T value) : state(std::in_place_index<0>, std::move(value)) {}
+  explicit ResultState(Error error) : state(std::in_place_index<1>, std::move(error)) {}
+  T* value() noexcept { return std::get_if<0>(&state); }
+  const T* value() const noexcept { return std::get_if<0>(&state); }
+  Error* error() noexcept { return std::get_if<1>(&state); }
+  const Error* error() const noexcept { return std::get_if<1>(&state); }
+  std::variant<T, Error> state;
+};
+
+// A value that is trivially copied (a publish's id, a count, a flag): the value always there,
+// value-initialized under an error, beside an optional Error. Moving and destroying it is a
+// test of the optional, inline; the variant moved and destroyed itself through its
+// visitation tables, out of line, at every layer a publish's Result<PublishId> passes through
+// (about 20 instructions a publish). A union and a flag would do the same for every T, but
+// GCC 12 cannot see the flag guard the member and warns maybe-uninitialized at -O2.
+template <class T>
+  requires(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>)
+struct ResultState<T> {
+  explicit ResultState(T v) : held(v) {}
+  explicit ResultState(Error e) : failed(std::move(e)) {}
+  T* value() noexcept { return failed ? nullptr : &held; }
+  const T* value() const noexcept { return failed ? nullptr : &held; }
+  Error* error() noexcept { return failed ? &*failed : nullptr; }
+  const Error* error() const noexcept { return failed ? &*failed : nullptr; }
+  T held{};
+  std::optional<Error> failed;
+};
+
+}  // namespace detail
+
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
-  Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
+  Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Error error) : state_(std::move(error)) {}  // NOLINT
 
-  [[nodiscard]] bool ok() const noexcept { return state_.index() == 0; }
+  [[nodiscard]] bool ok() const noexcept { return state_.error() == nullptr; }
   explicit operator bool() const noexcept { return ok(); }
 
   // The value; on an error, BadResultAccess (in every build type: never a read of nothing).
@@ -59,72 +94,25 @@ class [[nodiscard]] Result {
 
   // The error; on a value, std::logic_error.
   [[nodiscard]] const Error& error() const& {
-    if (const auto* e = std::get_if<1>(&state_)) return *e;
+    if (const auto* e = state_.error()) return *e;
     detail::throw_no_error();
   }
   [[nodiscard]] Error&& error() && {
-    if (auto* e = std::get_if<1>(&state_)) return std::move(*e);
+    if (auto* e = state_.error()) return std::move(*e);
     detail::throw_no_error();
   }
 
  private:
   T* checked() {
-    if (auto* v = std::get_if<0>(&state_)) return v;
-    detail::throw_bad_access(*std::get_if<1>(&state_));
+    if (auto* v = state_.value()) return v;
+    detail::throw_bad_access(*state_.error());
   }
   const T* checked() const {
-    if (const auto* v = std::get_if<0>(&state_)) return v;
-    detail::throw_bad_access(*std::get_if<1>(&state_));
+    if (const auto* v = state_.value()) return v;
+    detail::throw_bad_access(*state_.error());
   }
 
-  std::variant<T, Error> state_;
-};
-
-// A value that is trivially copied (a publish's id, a count, a flag): the value always there,
-// value-initialized under an error, beside an optional Error. Moving and destroying it is a
-// test of the optional, inline; the variant moved and destroyed itself through its
-// visitation tables, out of line, at every layer a publish's Result<PublishId> passes through
-// (about 20 instructions a publish). A union and a flag would do the same for every T, but
-// GCC 12 cannot see the flag guard the member and warns maybe-uninitialized at -O2.
-template <class T>
-  requires(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>)
-class [[nodiscard]] Result<T> {
- public:
-  Result(T value) : value_(value) {}  // NOLINT: implicit by design
-  Result(Error error) : error_(std::move(error)) {}  // NOLINT
-
-  [[nodiscard]] bool ok() const noexcept { return !error_.has_value(); }
-  explicit operator bool() const noexcept { return ok(); }
-
-  T& value() & { return *checked(); }
-  const T& value() const& { return *checked(); }
-  T&& value() && { return std::move(*checked()); }
-  T* operator->() { return checked(); }
-  const T* operator->() const { return checked(); }
-  T& operator*() & { return *checked(); }
-  const T& operator*() const& { return *checked(); }
-
-  [[nodiscard]] const Error& error() const& {
-    if (!error_) detail::throw_no_error();
-    return *error_;
-  }
-  [[nodiscard]] Error&& error() && {
-    if (!error_) detail::throw_no_error();
-    return std::move(*error_);
-  }
-
- private:
-  T* checked() {
-    if (error_) detail::throw_bad_access(*error_);
-    return &value_;
-  }
-  const T* checked() const {
-    if (error_) detail::throw_bad_access(*error_);
-    return &value_;
-  }
-
-  T value_{};
-  std::optional<Error> error_;
+  detail::ResultState<T> state_;
 };
 
 template <>
