@@ -122,6 +122,8 @@ struct State : std::enable_shared_from_this<State> {
     socket.async_connect(address, [self, addresses = std::move(addresses), next](const std::error_code& ec) mutable {
       if (!self->events) return;
       if (ec) return self->connect(std::move(addresses), next + 1, ec);
+      if (std::error_code again = self->register_for_reading(addresses[next].protocol()))
+        return self->connect(std::move(addresses), next + 1, again);
       std::error_code ignored;
       self->socket.set_option(tcp::no_delay(true), ignored);
       self->socket.non_blocking(true, ignored);  // read_now()'s reads return what is there, never wait
@@ -129,6 +131,22 @@ struct State : std::enable_shared_from_this<State> {
       if (self->tls) return self->send_ciphertext();  // ClientHello first
       self->on_connected();
     });
+  }
+
+  // Asio's connect waits for writability, and its reactor keeps the socket registered for it
+  // (EPOLLOUT) from then on. A socket is writable almost always, and Asio re-arms the
+  // registration for every wait for readability, so each such wait would report it at once:
+  // a wake-up of the loop for nothing after every read (an epoll_wait more per message on a
+  // paced stream). Released and assigned again, the socket is registered for reading alone.
+  // A write that later waits for room registers writability again, for good: a connection
+  // whose writes have blocked keeps that wake-up.
+  std::error_code register_for_reading(const tcp& protocol) {
+    std::error_code ec;
+    const int fd = socket.release(ec);
+    if (ec) return ec;
+    socket.assign(protocol, fd, ec);
+    if (ec) ::close(fd);
+    return ec;
   }
 
   void on_connected() {
