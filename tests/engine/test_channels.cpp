@@ -269,6 +269,65 @@ TEST(Timeouts, timed_out_open_keeps_channel_number) {
   });
 }
 
+// The engine's next deadline (what the client arms its timer for) follows each channel's own,
+// whichever channel gains one, loses it, or is closed and its number opened again: the engine
+// keeps the channels that may hold one apart from the idle rest, and must not lose track.
+TEST(Timeouts, the_next_deadline_follows_every_channels_own) {
+  auto options = default_options();
+  options.heartbeat_s = 0;  // no heartbeat deadlines: only the channels' own
+  ScriptedBroker b(std::nullopt, options);
+  b.connect(/*heartbeat_s=*/0);
+  for (int i = 0; i < 3; ++i) b.open_channel();
+  const auto settle = [&b] {  // what the broker's answers told, whatever it was
+    while (b.next_event() != "<no event>") {
+    }
+  };
+  EXPECT_FALSE(b.conn.poll_timeout().has_value()) << "three open, idle channels hold no deadline";
+
+  b.advance(1s);
+  auto on_2 = b.conn.queue_declare(2, QueueDeclare{"a"}, b.now);
+  ASSERT_TRUE(on_2.ok());
+  b.next_sent();
+  EXPECT_EQ(b.conn.poll_timeout(), b.now + 10s) << "a request on channel 2";
+  b.advance(2s);
+  auto on_3 = b.conn.queue_declare(3, QueueDeclare{"b"}, b.now);
+  ASSERT_TRUE(on_3.ok());
+  b.next_sent();
+  EXPECT_EQ(b.conn.poll_timeout(), b.now - 2s + 10s) << "channel 2's comes first";
+  b.send(2, QueueDeclareOk{"a", 0, 0});
+  settle();
+  EXPECT_EQ(b.conn.poll_timeout(), b.now + 10s) << "channel 2 answered: channel 3's";
+  b.send(3, QueueDeclareOk{"b", 0, 0});
+  settle();
+  EXPECT_FALSE(b.conn.poll_timeout().has_value()) << "both answered";
+
+  // A channel closed (its close-ok has a deadline), its number freed and opened again.
+  ASSERT_TRUE(b.conn.close_channel(1, b.now).ok());
+  b.next_sent();
+  EXPECT_EQ(b.conn.poll_timeout(), b.now + 10s) << "channel 1's close";
+  b.send(1, ChannelCloseOk{});
+  settle();
+  EXPECT_FALSE(b.conn.poll_timeout().has_value()) << "channel 1 closed";
+  b.advance(1s);
+  auto reopened = b.conn.open_channel(b.now);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ(*reopened, 1);
+  b.next_sent();
+  EXPECT_EQ(b.conn.poll_timeout(), b.now + 10s) << "channel 1's open, again";
+  b.send(1, ChannelOpenOk{});
+  settle();
+  EXPECT_FALSE(b.conn.poll_timeout().has_value());
+
+  // And the deadline still fires: a request on the reopened channel that is never answered.
+  auto late = b.conn.queue_declare(1, QueueDeclare{"c"}, b.now);
+  ASSERT_TRUE(late.ok());
+  b.next_sent();
+  const auto due = b.conn.poll_timeout();
+  ASSERT_TRUE(due.has_value());
+  b.advance(std::chrono::duration_cast<std::chrono::milliseconds>(*due - b.now));
+  b.expect_event("failed(ch1 #" + std::to_string(*late) + ", timed out: queue.declare on channel 1 had no answer within 10000 ms)");
+}
+
 TEST(Timeouts, a_close_ok_that_never_comes_fails_the_connection) {
   ScriptedBroker b;
   b.connect();

@@ -33,6 +33,7 @@ Result<RequestId> Connection::Impl::request(ChannelId channel, const M& m, bool 
   if (!no_wait) {
     (*ch)->pending.push_back(PendingRequest{id, M::id, Answer::id, {}, expiry(timeout_of(**ch)), kind,
                                             std::move(consumer_tag), no_ack});
+    note_timed(**ch);
   }
   if (auto w = wire::write_method(output_, channel, m, frame_max_); !w.ok()) {
     if (!no_wait) (*ch)->pending.pop_back();
@@ -70,6 +71,7 @@ void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline
                                      ReturnKey return_key) {
   if (ch.confirm_mode) {
     ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, return_key, false, timeout});
+    note_timed(ch);
     ++unsettled_publishes_;
     ch.unconfirmed_due.lower(deadline);
   } else {
@@ -133,6 +135,7 @@ Result<ChannelId> Connection::open_channel(Instant now) {
   ch->state = Channel::Opening{s.expiry(s.options_.request_timeout)};
   ch->pending.push_back(PendingRequest{0, wire::ChannelOpen::id, wire::ChannelOpenOk::id, {},
                                        s.expiry(s.options_.request_timeout), PendingRequest::Kind::open, {}, false});
+  s.note_timed(*ch);
   s.channels_[id] = std::move(ch);
   s.closed_by_broker_.erase(id);
   s.active_.push_back(id);

@@ -155,12 +155,27 @@ std::optional<Instant> Connection::Impl::poll_timeout() const {
     consider(on_heartbeat_granule(last_sent_ + interval, interval));
     consider(on_heartbeat_granule(last_received_ + 2 * interval, interval));
   }
-  for (ChannelId id : active_) {
-    const Channel& ch = *channels_[id];
-    if (const auto* o = std::get_if<Channel::Opening>(&ch.state)) consider(o->deadline);
-    if (const auto* c = std::get_if<Channel::Closing>(&ch.state)) consider(c->deadline);
-    if (!ch.pending.empty()) consider(ch.pending.front().deadline);
-    if (!ch.unconfirmed.empty() && ch.unconfirmed_due.at) consider(*ch.unconfirmed_due.at);
+  for (std::size_t i = 0; i < timed_.size();) {
+    Channel* ch = channels_.size() > timed_[i] ? channels_[timed_[i]].get() : nullptr;
+    bool holds = false;
+    if (ch && ch->timed) {
+      const auto deadline = [&](Instant t) {
+        consider(t);
+        holds = true;
+      };
+      if (const auto* o = std::get_if<Channel::Opening>(&ch->state)) deadline(o->deadline);
+      if (const auto* c = std::get_if<Channel::Closing>(&ch->state)) deadline(c->deadline);
+      if (!ch->pending.empty()) deadline(ch->pending.front().deadline);
+      if (!ch->unconfirmed.empty() && ch->unconfirmed_due.at) deadline(*ch->unconfirmed_due.at);
+    }
+    if (holds) {
+      ++i;
+      continue;
+    }
+    // None left (or the number was freed): off the list until it gains one again.
+    if (ch) ch->timed = false;
+    timed_[i] = timed_.back();
+    timed_.pop_back();
   }
   if (!unwritten_.empty() && unwritten_due_.at) consider(*unwritten_due_.at);
   if (!waiting_.empty() && waiting_due_.at) consider(*waiting_due_.at);
@@ -399,6 +414,7 @@ void Connection::Impl::begin_channel_close(Channel& ch, const Error& cause, Requ
   std::string text = cause.reply_code == 0 && cause.code ? cause.detail : std::string{};
   send_method(ch.id, wire::ChannelClose{wire::reply::success, text.substr(0, 255), 0, 0});
   ch.state = Channel::Closing{expiry(options_.close_timeout), request, false};
+  note_timed(ch);
 }
 
 void Connection::Impl::retire_consumer(Channel& ch, std::string_view tag) {

@@ -149,6 +149,7 @@ struct Channel {
   };
 
   ChannelId id = 0;
+  bool timed = false;  // listed in Impl::timed_: it may hold a deadline
   std::variant<Opening, Open, Closing> state{Opening{}};
   std::optional<Duration> timeout;  // this channel's request and publish timeout, if set
   Ring<PendingRequest> pending;
