@@ -372,24 +372,23 @@ void Connection::dispatch(const engine::Event& event) {
           if (on_publish_done) on_publish_done(e);
         } else if constexpr (std::is_same_v<E, engine::Delivery>) {
           ++deliveries_in_read_;
-          for (auto& s : consumers_)
-            if (s.channel == e.message.channel && s.tag == e.message.consumer_tag) {
-              if (s.consumed) s.consumed->add();
-              if (s.held) {
-                s.held->delivered(e.message.delivery_tag, driver_.now());
-                // Its warning falls after any already armed (the clock only moves on).
-                if (!held_armed_) arm_held_timer();
-              }
-              // The callback may end the subscription: `s` is not read after it.
-              Histogram* process = s.process;
-              const bool spanned = spans_ && s.handing == Handing::to_callback;
-              if (spanned) spans_->begin_process(e.message, s.queue);
-              const auto began = process ? driver_.now() : engine::Instant{};
-              s.on_message(e.message);
-              if (process) process->record(driver_.now() - began);
-              if (spanned) spans_->end_process();
-              break;
+          if (Subscription* found = find_subscription(e.message.channel, e.message.consumer_tag)) {
+            Subscription& s = *found;
+            if (s.consumed) s.consumed->add();
+            if (s.held) {
+              s.held->delivered(e.message.delivery_tag, driver_.now());
+              // Its warning falls after any already armed (the clock only moves on).
+              if (!held_armed_) arm_held_timer();
             }
+            // The callback may end the subscription: `s` is not read after it.
+            Histogram* process = s.process;
+            const bool spanned = spans_ && s.handing == Handing::to_callback;
+            if (spanned) spans_->begin_process(e.message, s.queue);
+            const auto began = process ? driver_.now() : engine::Instant{};
+            s.on_message(e.message);
+            if (process) process->record(driver_.now() - began);
+            if (spanned) spans_->end_process();
+          }
         } else if constexpr (std::is_same_v<E, engine::Returned>) {
           if (!on_returned && !options_.observer) return;
           Error why = make_error(errc::unroutable, engine::returned_detail(e.reply_text, e.message.exchange, e.message.routing_key));
@@ -400,10 +399,8 @@ void Connection::dispatch(const engine::Event& event) {
           if (auto it = cores_.find(e.message.channel); it != cores_.end()) core = it->second;
           on_returned(Delivery(e.message, core), why);
         } else if constexpr (std::is_same_v<E, engine::ConsumerCancelled>) {
-          auto it = std::find_if(consumers_.begin(), consumers_.end(), [&](const Subscription& s) {
-            return s.channel == e.channel && s.tag == e.consumer_tag;
-          });
-          if (it != consumers_.end()) {
+          if (Subscription* found = find_subscription(e.channel, e.consumer_tag)) {
+            const auto it = consumers_.begin() + (found - consumers_.data());
             auto ended = std::move(it->on_ended);
             if (it->held) --held_watches_;
             consumers_.erase(it);
@@ -547,6 +544,20 @@ void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
   for (auto& fn : ended) fn(&cause);
 }
 
+Connection::Subscription& Connection::add_subscription(Subscription s) {
+  const auto at = std::upper_bound(consumers_.begin(), consumers_.end(), s.channel,
+                                   [](ChannelId channel, const Subscription& x) { return channel < x.channel; });
+  return *consumers_.insert(at, std::move(s));
+}
+
+Connection::Subscription* Connection::find_subscription(ChannelId channel, std::string_view tag) {
+  auto it = std::lower_bound(consumers_.begin(), consumers_.end(), channel,
+                             [](const Subscription& x, ChannelId c) { return x.channel < c; });
+  for (; it != consumers_.end() && it->channel == channel; ++it)
+    if (it->tag == tag) return &*it;
+  return nullptr;
+}
+
 void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
                          OnMessage on_message, Answer done) {
   consume(channel, m, prefetch, std::move(on_message), nullptr, std::move(done));
@@ -577,9 +588,9 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
     request([&](engine::Connection& c) {
               auto r = c.basic_consume(channel, m, prefetch, driver_.now());
               if (r.ok()) {
-                consumers_.push_back(subscription(channel, std::string(m.consumer_tag), m.queue, std::move(*handler),
-                                                  std::move(on_ended), handing));
-                if (held) ++held_watches_, consumers_.back().held = std::move(held);
+                Subscription& added = add_subscription(subscription(channel, std::string(m.consumer_tag), m.queue,
+                                                                     std::move(*handler), std::move(on_ended), handing));
+                if (held) ++held_watches_, added.held = std::move(held);
               }
               return r;
             },
@@ -591,9 +602,9 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
            done = std::move(done), held](const Error* e, const wire::Method* reply) mutable {
             if (!e && reply)
               if (const auto* ok = std::get_if<wire::BasicConsumeOk>(reply)) {
-                consumers_.push_back(subscription(channel, std::string(ok->consumer_tag), queue, std::move(*handler),
-                                                  std::move(on_ended), handing));
-                if (held) ++held_watches_, consumers_.back().held = std::move(held);
+                Subscription& added = add_subscription(subscription(channel, std::string(ok->consumer_tag), queue,
+                                                                     std::move(*handler), std::move(on_ended), handing));
+                if (held) ++held_watches_, added.held = std::move(held);
               }
             if (done) done(e, reply);
           });

@@ -210,6 +210,13 @@ class FakeBroker {
                               properties, std::as_bytes(std::span{body.data(), body.size()}), 131072);
     push(q.to_vector());
   }
+  // A delivery to consumer `tag` on `channel` (any consumer the client made), sent now.
+  void deliver_on(std::uint16_t channel, const std::string& tag, std::string_view body) {
+    wire::OutputQueue q;
+    (void)wire::write_content(q, channel, wire::BasicDeliver{tag, ++delivery_tag_, false, "", queue_name_}, {},
+                              std::as_bytes(std::span{body.data(), body.size()}), 131072);
+    push(q.to_vector());
+  }
   // The broker cancels the last consumer (its queue was deleted, its node went down).
   void cancel_consumer() {
     wire::OutputQueue q;

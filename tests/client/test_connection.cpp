@@ -6,6 +6,8 @@
 // from another thread: test_off_loop_ack.cpp.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "client/fake_driver.hpp"
 #include "client/open_channel.hpp"
 #include "client/world_channel.hpp"
@@ -284,6 +286,51 @@ TEST_F(ConnectionTest, a_consume_with_its_own_tag_receives_its_deliveries) {
   driver.last_broker().deliver("two");
   driver.run();
   EXPECT_EQ(bodies, (std::vector<std::string>{"one", "two"}));
+}
+
+// Many subscriptions on one connection, made in no order of their channels, two on one
+// channel: each delivery reaches the subscription its channel and tag name, and one the
+// broker cancels leaves the others theirs (the connection keeps them sorted by channel to find them).
+TEST_F(ConnectionTest, each_delivery_reaches_the_subscription_its_channel_and_tag_name) {
+  auto c = connected();
+  std::vector<client::Channel> channels;
+  for (int i = 0; i < 3; ++i) channels.push_back(channel(*c));
+  std::vector<std::string> seen;
+  std::map<std::string, client::Consumer> consumers;
+  const auto subscribe = [&](std::size_t channel_index, const std::string& tag) {
+    channels[channel_index].consume(
+        {.queue = "q", .tag = tag}, [&seen, tag](const client::Delivery& d) { seen.push_back(tag + ":" + std::string(d.body_text())); },
+        [&consumers, tag](Result<client::Consumer> r) {
+          ASSERT_TRUE(r.ok()) << r.error().to_string();
+          consumers[tag] = std::move(*r);
+        });
+    driver.run();
+  };
+  subscribe(2, "c");
+  subscribe(0, "a");
+  subscribe(1, "b1");
+  subscribe(1, "b2");
+  ASSERT_EQ(consumers.size(), 4u);
+  auto& broker = driver.last_broker();
+  broker.deliver_on(channels[1].id(), "b2", "1");
+  broker.deliver_on(channels[0].id(), "a", "2");
+  broker.deliver_on(channels[2].id(), "c", "3");
+  broker.deliver_on(channels[1].id(), "b1", "4");
+  driver.run();
+  EXPECT_EQ(seen, (std::vector<std::string>{"b2:1", "a:2", "c:3", "b1:4"}));
+
+  // The broker cancels b2 (the last made): b1, on the same channel, and the rest go on.
+  std::optional<Error> b2_ended;
+  consumers["b2"].on_ended([&](const Error& cause) { b2_ended = cause; });
+  broker.cancel_consumer();
+  driver.run();
+  ASSERT_TRUE(b2_ended.has_value()) << "b2 was not told of its cancel";
+  seen.clear();
+  broker.deliver_on(channels[1].id(), "b1", "5");
+  broker.deliver_on(channels[0].id(), "a", "6");
+  broker.deliver_on(channels[2].id(), "c", "7");
+  driver.run();
+  EXPECT_EQ(seen, (std::vector<std::string>{"b1:5", "a:6", "c:7"}));
 }
 
 // Issue 38: a subscription told the broker's consumer_timeout is warned at three quarters of it,

@@ -302,7 +302,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   std::unique_ptr<detail::ConnectionMetrics> metrics_;  // null when ClientOptions::metrics is
   std::unique_ptr<detail::ConnectionSpans> spans_;      // null unless the observer wants spans
   void end_subscriptions(engine::ChannelId channel, const Error& cause);  // channel 0: all
-  std::vector<Subscription> consumers_;  // few per connection: a linear search beats a map
+  // Sorted by channel, in the order they were made within one: a delivery's subscription is
+  // found by a binary search on its channel (a connection with a consumer on each of 2,000
+  // channels walked 1,000 of them a delivery, a tenth of its CPU), and one of few is found as
+  // fast as by a walk.
+  std::vector<Subscription> consumers_;
+  Subscription& add_subscription(Subscription s);
+  Subscription* find_subscription(engine::ChannelId channel, std::string_view tag);
 
   // Every callback still owed an answer, taken out of the connection at its end (finish) or
   // its destruction, and told once, in one order: channels, gets, requests, publishes,
