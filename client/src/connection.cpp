@@ -544,6 +544,9 @@ void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
   for (auto& fn : ended) fn(&cause);
 }
 
+// Inserting may move the subscriptions after it: it runs from an answer's dispatch (the
+// consume-ok), never inside a delivery's callback, which runs a subscription's own on_message.
+// (The no-wait form would insert inside the caller's consume; nothing calls it with no_wait.)
 Connection::Subscription& Connection::add_subscription(Subscription s) {
   const auto at = std::upper_bound(consumers_.begin(), consumers_.end(), s.channel,
                                    [](ChannelId channel, const Subscription& x) { return channel < x.channel; });

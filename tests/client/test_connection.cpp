@@ -326,6 +326,7 @@ TEST_F(ConnectionTest, each_delivery_reaches_the_subscription_its_channel_and_ta
   driver.run();
   ASSERT_TRUE(b2_ended.has_value()) << "b2 was not told of its cancel";
   seen.clear();
+  broker.deliver_on(channels[1].id(), "b2", "gone");  // to nobody now: no callback sees it
   broker.deliver_on(channels[1].id(), "b1", "5");
   broker.deliver_on(channels[0].id(), "a", "6");
   broker.deliver_on(channels[2].id(), "c", "7");

@@ -94,6 +94,10 @@ class PollRegistration : public ::testing::TestWithParam<DriverKind> {
 };
 
 TEST_P(PollRegistration, a_connected_stream_waits_for_bytes_not_for_room_to_write) {
+#if defined(ASIO_DISABLE_EPOLL)
+  // -Dasio_io_uring=true: Asio polls through io_uring, and there is no epoll registration.
+  if (GetParam() == DriverKind::asio) GTEST_SKIP() << "Asio on io_uring registers nothing with epoll";
+#endif
   stream = loop.driver().dial(client::Endpoint{"127.0.0.1", listener.port()}, 5000ms, std::nullopt, events);
   ASSERT_TRUE(loop.run_until([&] { return events.connected || events.error; }));
   ASSERT_TRUE(events.connected) << events.error->to_string();
