@@ -131,9 +131,10 @@ class Connection::Impl {
   // The channels that may hold a deadline (opening, closing, a request awaiting its answer,
   // an unconfirmed publish). poll_timeout() walks these, not every channel: the client asks
   // it every turn, and a connection with 2,000 channels of idle consumers walked all 2,000
-  // each time: a quarter of the CPU of a run that set them up and fed them. A channel is listed when it gains a deadline
-  // (note_timed) and dropped by poll_timeout() once it holds none; a number freed and
-  // opened again may be listed twice for a while, which only costs a look.
+  // each time (a quarter of the CPU of a run that set them up and fed them). A channel is
+  // listed when it gains a deadline (note_timed) and dropped by poll_timeout() once it holds
+  // none; a number freed and opened again may be listed twice for a while, which only costs
+  // a look.
   mutable std::vector<ChannelId> timed_;
   void note_timed(detail::Channel& ch) {
     if (ch.timed) return;
