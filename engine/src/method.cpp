@@ -114,9 +114,10 @@ std::string to_string(const Method& m) {
       m);
 }
 
-Error detail::unsizable_field(std::string_view method, const char* field, const std::optional<Error>& table_error) {
-  if (table_error) {
-    Error e = *table_error;
+Error detail::unsizable_field(std::string_view method, const char* field, const TableRef* table) {
+  if (table) {
+    auto size = table->encoded_size();
+    Error e = size.ok() ? make_error(errc::malformed_payload, "the table could not be sized") : size.error();
     e.detail = std::string(method) + " " + field + ": " + e.detail;
     return e;
   }

@@ -7,36 +7,6 @@
 namespace warren::wire {
 namespace {
 
-// One walk: the payload's size and the flags word together.
-struct PropertiesSizer {
-  std::size_t size = content_header_min_bytes;
-  std::uint16_t flags = 0;
-  const char* failed = nullptr;
-  std::optional<Error> table_error;  // optional: a success builds no Error
-
-  template <class T>
-  WARREN_ALWAYS_INLINE bool mark(int bit, const std::optional<T>& v) {
-    if (v) flags |= static_cast<std::uint16_t>(1u << bit);
-    return v.has_value();
-  }
-  WARREN_ALWAYS_INLINE void shortstr(int b, const char* n, const std::optional<std::string_view>& s) {
-    if (!mark(b, s)) return;
-    if (s->size() > 255 && !failed) failed = n;
-    size += 1 + s->size();
-  }
-  WARREN_ALWAYS_INLINE void octet(int b, const char*, const std::optional<std::uint8_t>& v) { size += mark(b, v) ? 1 : 0; }
-  WARREN_ALWAYS_INLINE void timestamp(int b, const char*, const std::optional<std::uint64_t>& v) { size += mark(b, v) ? 8 : 0; }
-  void table(int b, const char* n, const std::optional<TableRef>& t) {
-    if (!mark(b, t)) return;
-    auto bytes = t->encoded_size();
-    if (!bytes.ok()) {
-      if (!failed) { failed = n; table_error = bytes.error(); }
-      return;
-    }
-    size += 4 + *bytes;
-  }
-};
-
 struct Flags {
   std::uint16_t word = 0;
   template <class T>
@@ -185,18 +155,14 @@ Result<void> decode_content_header(std::span<const std::byte> payload, ContentHe
   return {};
 }
 
-Result<ContentHeaderPlan> plan_content_header(const BasicProperties& properties) {
-  PropertiesSizer s;
-  BasicProperties::fields(properties, s);
-  if (s.failed) [[unlikely]] {
-    if (s.table_error) {
-      Error e = *s.table_error;
-      e.detail = std::string("property ") + s.failed + ": " + e.detail;
-      return e;
-    }
-    return make_error(errc::string_too_long, std::string("property ") + s.failed + " is over 255 bytes");
+Error detail::unplannable_property(const char* property, const TableRef* table) {
+  if (table) {
+    auto size = table->encoded_size();
+    Error e = size.ok() ? make_error(errc::malformed_payload, "the table could not be sized") : size.error();
+    e.detail = std::string("property ") + property + ": " + e.detail;
+    return e;
   }
-  return ContentHeaderPlan{.size = s.size, .flags = s.flags};
+  return make_error(errc::string_too_long, std::string("property ") + property + " is over 255 bytes");
 }
 
 Result<std::size_t> content_header_size(const BasicProperties& properties) {
@@ -205,13 +171,7 @@ Result<std::size_t> content_header_size(const BasicProperties& properties) {
   return plan->size;
 }
 
-void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProperties& properties,
-                           ContentHeaderPlan plan) {
-  out.u16(basic_class_id);
-  out.u16(0);
-  out.u64(body_size);
-  out.u16(plan.flags);
-  if (plan.flags == 0) return;
+void detail::encode_properties(Writer& out, const BasicProperties& properties) {
   Encoder e{out};
   BasicProperties::fields(properties, e);
 }

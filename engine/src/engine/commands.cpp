@@ -67,8 +67,10 @@ detail::ReturnKey detail::return_key_of(std::string_view exchange, std::string_v
   return {.route = route | 1, .content = content};  // route never 0, which means "not mandatory"
 }
 
-void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline, Duration timeout,
-                                     ReturnKey return_key) {
+// Inline in its two callers here (publish, release_waiting): per message, a call cost as
+// much as extending a run.
+WARREN_ALWAYS_INLINE void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline,
+                                                          Duration timeout, ReturnKey return_key) {
   if (ch.confirm_mode) {
     ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, return_key, false, timeout});
     note_timed(ch);
@@ -92,6 +94,29 @@ void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline
                                    .first_at = made_at, .deadline = deadline, .settled = false, .timeout = timeout});
     unwritten_due_.lower(deadline);
   }
+}
+
+// The broker stopped reading: the publish waits here, encoded, and takes its sequence number
+// only when it is queued. Out of line: the common publish has no room for it.
+Result<PublishId> Connection::Impl::publish_waiting(ChannelId channel, const wire::BasicPublish& m,
+                                                    const wire::BasicProperties& properties,
+                                                    std::span<const std::byte> body, Instant deadline,
+                                                    Duration timeout, ReturnKey return_key) {
+  // Twice the output limit is a hard bound, past the first waiting publish: one message
+  // larger than the limit can still wait.
+  if (!waiting_.empty() && output_.size_bytes() + waiting_bytes_ > 2 * options_.output_limit_bytes)
+    return make_error(errc::resource_locked, "the connection is blocked and " + std::to_string(waiting_bytes_) +
+                                                 " bytes of publishes already wait");
+  wire::OutputQueue scratch;
+  if (auto w = wire::write_content(scratch, channel, m, properties, body, frame_max_); !w.ok())
+    return std::move(w).error();
+  const PublishId id = ++next_publish_;
+  auto frames = scratch.to_vector();
+  waiting_bytes_ += frames.size();
+  waiting_.push_back(Waiting{id, channel, std::move(frames), deadline, return_key, timeout});
+  waiting_due_.lower(deadline);
+  if (congested()) was_congested_ = true;
+  return id;
 }
 
 // connection.unblocked: the publishes that waited go out in the order they were made, and
@@ -330,8 +355,9 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
                                       Instant now, const PublishOptions& options) {
   auto& s = *impl_;
   s.now_ = now;
-  auto ch = s.usable_channel(channel);
-  if (!ch.ok()) return std::move(ch).error();
+  detail::Channel* const ch = s.usable_channel_or_null(channel);
+  if (!ch) [[unlikely]]
+    return s.unusable_channel(channel);
   if (body.size() > s.options_.max_body_bytes) {
     Error e = make_error(errc::message_too_large, "a message body of " + std::to_string(body.size()) +
                                                       " bytes is over max_body_bytes " +
@@ -342,33 +368,17 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
   }
   if (options.timeout && *options.timeout <= Duration::zero())
     return make_error(errc::invalid_argument, "a publish timeout must be positive");
-  const Duration timeout = options.timeout.value_or(s.timeout_of(**ch));
+  const Duration timeout = options.timeout.value_or(s.timeout_of(*ch));
   const Instant deadline = s.expiry(timeout);
   const ReturnKey return_key =
-      (m.mandatory && (*ch)->confirm_mode) ? return_key_of(m.exchange, m.routing_key, properties, body) : ReturnKey{};
-  if (s.blocked_ || !s.waiting_.empty()) {
-    // The broker stopped reading: the publish waits here, encoded, and takes its sequence
-    // number only when it is queued. Twice the output limit is a hard bound, past the first
-    // waiting publish: one message larger than the limit can still wait.
-    if (!s.waiting_.empty() && s.output_.size_bytes() + s.waiting_bytes_ > 2 * s.options_.output_limit_bytes)
-      return make_error(errc::resource_locked, "the connection is blocked and " + std::to_string(s.waiting_bytes_) +
-                                                   " bytes of publishes already wait");
-    wire::OutputQueue scratch;
-    if (auto w = wire::write_content(scratch, channel, m, properties, body, s.frame_max_); !w.ok())
-      return std::move(w).error();
-    const PublishId id = ++s.next_publish_;
-    auto frames = scratch.to_vector();
-    s.waiting_bytes_ += frames.size();
-    s.waiting_.push_back(Waiting{id, channel, std::move(frames), deadline, return_key, timeout});
-    s.waiting_due_.lower(deadline);
-    if (s.congested()) s.was_congested_ = true;
-    return id;
-  }
+      (m.mandatory && ch->confirm_mode) ? return_key_of(m.exchange, m.routing_key, properties, body) : ReturnKey{};
+  if (s.blocked_ || !s.waiting_.empty()) [[unlikely]]
+    return s.publish_waiting(channel, m, properties, body, deadline, timeout, return_key);
   if (auto w = wire::write_content(s.output_, channel, m, properties, body, s.frame_max_); !w.ok())
     return std::move(w).error();
   s.note_sent();
   const PublishId id = ++s.next_publish_;
-  s.track_publish(**ch, id, deadline, timeout, return_key);
+  s.track_publish(*ch, id, deadline, timeout, return_key);
   if (s.congested()) s.was_congested_ = true;
   return id;
 }

@@ -43,10 +43,17 @@ class Connection::Impl {
   // A channel a verb may use: the connection open and the channel open, not closing. Tested
   // inline on every publish; why it is not usable is built out of line.
   Result<detail::Channel*> usable_channel(ChannelId id) {
+    if (detail::Channel* ch = usable_channel_or_null(id)) [[likely]]
+      return ch;
+    return unusable_channel(id);
+  }
+  // The same without a Result: publish's form, where building and reading one cost as much
+  // as the test.
+  detail::Channel* usable_channel_or_null(ChannelId id) {
     if (!error_ && std::holds_alternative<detail::Running>(phase_)) [[likely]]
       if (detail::Channel* ch = channel(id); ch && !std::holds_alternative<detail::Channel::Closing>(ch->state)) [[likely]]
         return ch;
-    return unusable_channel(id);
+    return nullptr;
   }
   Error unusable_channel(ChannelId id);
   template <class M, class Answer>
@@ -54,6 +61,9 @@ class Connection::Impl {
                             detail::PendingRequest::Kind kind = detail::PendingRequest::Kind::plain,
                             std::string consumer_tag = {}, bool no_ack = false);
   void track_publish(detail::Channel& ch, PublishId id, Instant deadline, Duration timeout, detail::ReturnKey return_key);
+  Result<PublishId> publish_waiting(ChannelId channel, const wire::BasicPublish& m,
+                                    const wire::BasicProperties& properties, std::span<const std::byte> body,
+                                    Instant deadline, Duration timeout, detail::ReturnKey return_key);
   // A confirm-mode publish's outcome is known (acked, nacked, returned, timed out).
   void settle(detail::Unconfirmed& u) noexcept {
     u.settled = true;

@@ -22,7 +22,9 @@ class SizeVisitor {
  public:
   std::size_t size = 0;
   const char* failed_field = nullptr;
-  std::optional<Error> table_error;  // optional: sizing builds no Error unless one is found
+  // The table that could not be sized: its error is built again out of line, so a success
+  // neither builds nor destroys an Error (the publish path sizes a method per message).
+  const TableRef* failed_table = nullptr;
 
   WARREN_ALWAYS_INLINE void octet(const char*, std::uint8_t) { end_bits(); size += 1; }
   WARREN_ALWAYS_INLINE void short_(const char*, std::uint16_t) { end_bits(); size += 2; }
@@ -47,7 +49,7 @@ class SizeVisitor {
     end_bits();
     auto n = t.encoded_size();
     if (!n.ok()) {
-      if (!failed_field) { failed_field = name; table_error = n.error(); }
+      if (!failed_field) { failed_field = name; failed_table = &t; }
       return;
     }
     size += 4 + *n;
@@ -191,7 +193,7 @@ class PrintVisitor {
 };
 
 // Why a method could not be sized (out of line: the hot path only tests for it).
-[[nodiscard]] Error unsizable_field(std::string_view method, const char* field, const std::optional<Error>& table_error);
+[[nodiscard]] Error unsizable_field(std::string_view method, const char* field, const TableRef* table);
 
 // The size of a method's payload, class and method ids included; refuses over-long strings.
 template <class M>
@@ -199,7 +201,7 @@ template <class M>
   SizeVisitor v;
   M::fields(m, v);
   if (v.failed_field) [[unlikely]]
-    return unsizable_field(M::name, v.failed_field, v.table_error);
+    return unsizable_field(M::name, v.failed_field, v.failed_table);
   return method_header_bytes + v.size;
 }
 

@@ -1,10 +1,13 @@
 // basic.* methods (class 60) and confirm.* (class 85); see methods_connection.hpp for the
-// fields() convention. Not here: basic.recover-async (deprecated) and the tx class.
+// fields() convention. Not here: basic.recover-async (deprecated) and the tx class. The
+// message path's methods (publish, deliver and the settles) have theirs always inlined: out
+// of line, a publish called its encoder's walk.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
+#include "warren/always_inline.hpp"
 #include "warren/wire/field_table.hpp"
 #include "warren/wire/method_id.hpp"
 
@@ -89,7 +92,7 @@ struct BasicPublish {
   std::string_view routing_key{};
   bool mandatory = false;
   bool immediate = false;  // RabbitMQ refuses it (540); kept for completeness of the codec
-  template <class S, class V> static void fields(S& s, V& v) {
+  template <class S, class V> WARREN_ALWAYS_INLINE static void fields(S& s, V& v) {
     v.reserved_short();
     v.shortstr("exchange", s.exchange);
     v.shortstr("routing_key", s.routing_key);
@@ -121,7 +124,7 @@ struct BasicDeliver {
   bool redelivered = false;
   std::string_view exchange{};
   std::string_view routing_key{};
-  template <class S, class V> static void fields(S& s, V& v) {
+  template <class S, class V> WARREN_ALWAYS_INLINE static void fields(S& s, V& v) {
     v.shortstr("consumer_tag", s.consumer_tag);
     v.longlong("delivery_tag", s.delivery_tag);
     v.bit("redelivered", s.redelivered);
@@ -171,7 +174,7 @@ struct BasicAck {
   static constexpr std::string_view name = "basic.ack";
   std::uint64_t delivery_tag = 0;
   bool multiple = false;
-  template <class S, class V> static void fields(S& s, V& v) {
+  template <class S, class V> WARREN_ALWAYS_INLINE static void fields(S& s, V& v) {
     v.longlong("delivery_tag", s.delivery_tag);
     v.bit("multiple", s.multiple);
   }
@@ -182,7 +185,7 @@ struct BasicReject {
   static constexpr std::string_view name = "basic.reject";
   std::uint64_t delivery_tag = 0;
   bool requeue = true;
-  template <class S, class V> static void fields(S& s, V& v) {
+  template <class S, class V> WARREN_ALWAYS_INLINE static void fields(S& s, V& v) {
     v.longlong("delivery_tag", s.delivery_tag);
     v.bit("requeue", s.requeue);
   }
@@ -208,7 +211,7 @@ struct BasicNack {
   std::uint64_t delivery_tag = 0;
   bool multiple = false;
   bool requeue = true;
-  template <class S, class V> static void fields(S& s, V& v) {
+  template <class S, class V> WARREN_ALWAYS_INLINE static void fields(S& s, V& v) {
     v.longlong("delivery_tag", s.delivery_tag);
     v.bit("multiple", s.multiple);
     v.bit("requeue", s.requeue);

@@ -9,8 +9,10 @@
 #include <string>
 #include <string_view>
 
+#include "warren/always_inline.hpp"
 #include "warren/result.hpp"
 #include "warren/wire/byte_io.hpp"
+#include "warren/wire/constants.hpp"
 #include "warren/wire/field_table.hpp"
 
 namespace warren::wire {
@@ -32,7 +34,7 @@ struct BasicProperties {
   std::optional<std::string_view> cluster_id{};  // reserved by 0-9-1; kept so bytes round-trip
 
   // Each property in flag order, the first at bit 15 of the flags word.
-  template <class S, class V> static void fields(S& s, V& v) {
+  template <class S, class V> WARREN_ALWAYS_INLINE static void fields(S& s, V& v) {
     v.shortstr(15, "content_type", s.content_type);
     v.shortstr(14, "content_encoding", s.content_encoding);
     v.table(13, "headers", s.headers);
@@ -72,13 +74,72 @@ void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProp
 
 // The same from one walk of the properties, for the publish path: the size and the flags word
 // together, then the encoder writes the properties the flags name (none: nothing to walk).
+// Inline, as is the walk: a publish plans a header per message, and a call with a Result
+// around it cost more than the walk of 14 absent properties.
 struct ContentHeaderPlan {
   std::size_t size = 0;  // the payload's bytes
   std::uint16_t flags = 0;
 };
-[[nodiscard]] Result<ContentHeaderPlan> plan_content_header(const BasicProperties& properties);
-void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProperties& properties,
-                           ContentHeaderPlan plan);
+
+namespace detail {
+
+struct PropertiesSizer {
+  std::size_t size = content_header_min_bytes;
+  std::uint16_t flags = 0;
+  const char* failed = nullptr;
+  const TableRef* failed_table = nullptr;  // its error is built again out of line
+
+  template <class T>
+  WARREN_ALWAYS_INLINE bool mark(int bit, const std::optional<T>& v) {
+    if (v) flags |= static_cast<std::uint16_t>(1u << bit);
+    return v.has_value();
+  }
+  WARREN_ALWAYS_INLINE void shortstr(int b, const char* n, const std::optional<std::string_view>& s) {
+    if (!mark(b, s)) return;
+    if (s->size() > 255 && !failed) failed = n;
+    size += 1 + s->size();
+  }
+  WARREN_ALWAYS_INLINE void octet(int b, const char*, const std::optional<std::uint8_t>& v) { size += mark(b, v) ? 1 : 0; }
+  WARREN_ALWAYS_INLINE void timestamp(int b, const char*, const std::optional<std::uint64_t>& v) {
+    size += mark(b, v) ? 8 : 0;
+  }
+  WARREN_ALWAYS_INLINE void table(int b, const char* n, const std::optional<TableRef>& t) {
+    if (!mark(b, t)) return;
+    auto bytes = t->encoded_size();
+    if (!bytes.ok()) {
+      if (!failed) {
+        failed = n;
+        failed_table = &*t;
+      }
+      return;
+    }
+    size += 4 + *bytes;
+  }
+};
+
+// Why the properties could not be planned (out of line: the hot path only tests for it).
+[[nodiscard]] Error unplannable_property(const char* property, const TableRef* table);
+// The properties the flags word names, in flag order.
+void encode_properties(Writer& out, const BasicProperties& properties);
+
+}  // namespace detail
+
+[[nodiscard]] WARREN_ALWAYS_INLINE Result<ContentHeaderPlan> plan_content_header(const BasicProperties& properties) {
+  detail::PropertiesSizer s;
+  BasicProperties::fields(properties, s);
+  if (s.failed) [[unlikely]]
+    return detail::unplannable_property(s.failed, s.failed_table);
+  return ContentHeaderPlan{.size = s.size, .flags = s.flags};
+}
+
+WARREN_ALWAYS_INLINE void encode_content_header(Writer& out, std::uint64_t body_size,
+                                                const BasicProperties& properties, ContentHeaderPlan plan) {
+  out.u16(basic_class_id);
+  out.u16(0);  // weight
+  out.u64(body_size);
+  out.u16(plan.flags);
+  if (plan.flags != 0) detail::encode_properties(out, properties);
+}
 
 [[nodiscard]] std::string to_string(const BasicProperties& properties);
 
