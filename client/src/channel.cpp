@@ -224,7 +224,7 @@ void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutco
 
 Result<engine::PublishId> Channel::publish(const Publish& p, Body body) const {
   if (!core_) return make_error(errc::invalid_argument, "an empty channel handle");
-  auto c = core_->live();
+  Connection* const c = core_->live_here();
   if (!c) return core_->gone();
   const engine::PublishOptions options{.timeout = p.timeout};
   if (!c->traces(p)) return c->publish(core_->id, to_wire(p), p.properties, body, options);

@@ -26,9 +26,10 @@ struct LoopThread {
 
 struct ChannelCore {
   ChannelCore(std::weak_ptr<Connection> c, Driver& d, std::shared_ptr<LoopThread> lt, engine::ChannelId channel)
-      : connection(std::move(c)), driver(&d), loop(std::move(lt)), id(channel) {}
+      : connection(std::move(c)), owner(connection.lock().get()), driver(&d), loop(std::move(lt)), id(channel) {}
 
   std::weak_ptr<Connection> connection;
+  Connection* owner;  // valid while `open` (see live_here)
   Driver* driver;  // outlives its connections
   std::shared_ptr<LoopThread> loop;
   engine::ChannelId id;
@@ -40,6 +41,14 @@ struct ChannelCore {
   [[nodiscard]] std::shared_ptr<Connection> live() const {
     if (!open.load(std::memory_order_acquire)) return nullptr;
     return connection.lock();
+  }
+  // The same without taking a reference (loop thread only), for the per-message verbs
+  // (publish, settle): the reference's two atomic operations cost more than the rest of the
+  // call's bookkeeping. `open` is enough: a connection closes its cores first thing in its
+  // destructor, and a callback that drops the connection's last reference inside the verb
+  // runs under pump()'s own reference, which the verb does not outlive.
+  [[nodiscard]] Connection* live_here() const noexcept {
+    return open.load(std::memory_order_acquire) ? owner : nullptr;
   }
   [[nodiscard]] Error gone() const;
   // Settling a delivery of this channel once it is gone: nothing is sent, and says so.

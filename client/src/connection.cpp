@@ -613,6 +613,19 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
           });
 }
 
+// Always inlined in both publish forms: a call per message cost as much as what it does.
+WARREN_ALWAYS_INLINE Result<engine::PublishId> Connection::counted_publish(
+    engine::ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
+    std::span<const std::byte> body, const engine::PublishOptions& options) {
+  auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
+                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
+  if (spans_) spans_->sent(channel, r, m, properties, body.size());
+  if (!metrics_) return r;
+  if (r.ok()) metrics_->published(m.exchange);
+  else metrics_->publish_refused(m.exchange, r.error());
+  return r;
+}
+
 void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
                          std::span<const std::byte> body, Settled done) {
   publish(channel, m, properties, body, std::move(done), engine::PublishOptions{});
@@ -638,7 +651,7 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
     return;
   }
   if (done) publishes_.emplace(std::pair{channel, *r}, std::move(done));
-  pump();
+  if (!dispatching_) pump();
 }
 
 // Settling a delivery, or publishing without a callback: no answer is awaited here, so the
@@ -661,20 +674,9 @@ Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::Bas
                                               const engine::PublishOptions& options) {
   // Counted (and its span begun) before pump() can dispatch its PublishDone.
   auto r = counted_publish(channel, m, properties, body, options);
-  if (r.ok()) pump();
-  return r;
-}
-
-Result<engine::PublishId> Connection::counted_publish(engine::ChannelId channel, const wire::BasicPublish& m,
-                                                      const wire::BasicProperties& properties,
-                                                      std::span<const std::byte> body,
-                                                      const engine::PublishOptions& options) {
-  auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
-                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
-  if (spans_) spans_->sent(channel, r, m, properties, body.size());
-  if (!metrics_) return r;
-  if (r.ok()) metrics_->published(m.exchange);
-  else metrics_->publish_refused(m.exchange, r.error());
+  // Inside a callback the outer pump writes (see pump): a call that returns at once is all
+  // a publish from a callback would cost.
+  if (r.ok() && !dispatching_) pump();
   return r;
 }
 

@@ -450,6 +450,36 @@ TEST_F(ConnectionTest, a_failed_publish_without_a_callback_calls_nothing) {
   EXPECT_NO_THROW(driver.run());
 }
 
+// The callback-free publish takes no reference to its connection (ChannelCore::live_here): a
+// callback that drops the last one and publishes again, and a handle kept past the
+// connection's end, must find the connection alive or be told it is gone (ASan in CI).
+TEST_F(ConnectionTest, a_publish_from_a_callback_that_dropped_the_last_reference_and_one_after_the_end_are_safe) {
+  auto c = connected();
+  auto ch = channel(*c);
+  std::weak_ptr<client::Connection> weak = c;
+  int told = 0;
+  std::vector<bool> inside;  // each publish the callback made went through
+  c->on_publish_done = [&](const engine::PublishDone&) {
+    if (++told > 1) return;
+    c.reset();  // the last reference: the loop's turn still holds the connection
+    inside.push_back(ch.publish({.routing_key = "q"}, text("after the drop")).ok());
+    inside.push_back(ch.publish({.routing_key = "q"}, text("and another")).ok());
+  };
+  ASSERT_TRUE(ch.publish({.routing_key = "q"}, text("first")).ok());
+  driver.run();
+  EXPECT_GE(told, 1) << "the written publish was never told";
+  EXPECT_EQ(inside, (std::vector<bool>{true, true}));
+  EXPECT_TRUE(weak.expired()) << "the connection outlived its last reference";
+  auto after = ch.publish({.routing_key = "q"}, text("too late"));
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.error().code, make_error_code(errc::connection_closed)) << after.error().to_string();
+  // The cause the destructor closed the channel with: the handle never reached into the
+  // connection's freed memory to find it gone.
+  EXPECT_NE(after.error().to_string().find("the connection was destroyed"), std::string::npos)
+      << after.error().to_string();
+  EXPECT_FALSE(ch.is_open());
+}
+
 // Finding 5: close() before the TCP connect completed reported success but let the dial go
 // on; the connection then came up with nobody wanting it.
 TEST_F(ConnectionTest, close_while_dialling_stops_the_dial) {
