@@ -159,6 +159,33 @@ TEST(Methods, DecodeRefusesAFieldPastThePayload) {
   EXPECT_EQ(r.error().detail, "basic.deliver field consumer_tag runs past the frame");
 }
 
+// The sizers name a table that cannot be encoded and build its error again out of line (no
+// Error is built per message on the publish path): the error is the table's, with the field.
+TEST(Methods, EncodeRefusesATableThatCannotBeEncodedWithTheTablesOwnError) {
+  FieldTable bad;
+  bad.set(std::string(256, 'k'), Void{});
+  QueueDeclare declare;
+  declare.queue = "q";
+  declare.arguments = bad;
+  auto r = method_payload_size(declare);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, errc::string_too_long);
+  EXPECT_EQ(r.error().detail.rfind("queue.declare arguments: ", 0), 0u) << r.error().detail;
+
+  BasicProperties properties;
+  properties.content_type = "text/plain";
+  properties.headers = bad;
+  auto h = content_header_size(properties);
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.error().code, errc::string_too_long);
+  EXPECT_EQ(h.error().detail.rfind("property headers: ", 0), 0u) << h.error().detail;
+  OutputQueue q;
+  auto w = write_content(q, 1, BasicPublish{"", "q"}, properties, {}, 131072);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().detail, h.error().detail);
+  EXPECT_EQ(q.size_bytes(), 0u) << "a refused write queued bytes";
+}
+
 TEST(Methods, EncodeRefusesAShortStringOver255Bytes) {
   std::string long_name(256, 'q');
   QueueDeclare declare;
