@@ -171,9 +171,11 @@ Result<std::size_t> content_header_size(const BasicProperties& properties) {
   return plan->size;
 }
 
-void detail::encode_properties(Writer& out, const BasicProperties& properties) {
+std::byte* detail::encode_properties(std::byte* at, const BasicProperties& properties) {
+  Writer out(at);
   Encoder e{out};
   BasicProperties::fields(properties, e);
+  return out.position();
 }
 
 void encode_content_header(Writer& out, std::uint64_t body_size, const BasicProperties& properties) {

@@ -4,8 +4,8 @@
 
 #include <cassert>
 #include <cstddef>
+#include <memory>
 #include <utility>
-#include <vector>
 
 namespace warren::engine::detail {
 
@@ -21,7 +21,7 @@ class Ring {
   const T& operator[](std::size_t i) const { return slots_[(head_ + i) & mask()]; }
 
   T& push_back(T value) {
-    if (size_ == slots_.size()) grow();
+    if (size_ == capacity_) grow();
     T& slot = slots_[(head_ + size_) & mask()];
     slot = std::move(value);
     ++size_;
@@ -43,7 +43,8 @@ class Ring {
   // channel's requests), at the price of allocating again for the next one.
   void release_when_empty() noexcept {
     if (size_ != 0) return;
-    std::vector<T>().swap(slots_);
+    slots_.reset();
+    capacity_ = 0;
     head_ = 0;
   }
   void clear() noexcept {
@@ -52,17 +53,22 @@ class Ring {
   }
 
  private:
-  std::size_t mask() const noexcept { return slots_.size() - 1; }
+  std::size_t mask() const noexcept { return capacity_ - 1; }
   void grow() {
     // Four to start: a channel's queue of requests is mostly empty, and every channel has
     // one (2,000 channels at 16 slots held 2.5 MiB before a request was made).
-    std::vector<T> bigger(slots_.empty() ? 4 : slots_.size() * 2);
+    const std::size_t capacity = capacity_ == 0 ? 4 : capacity_ * 2;
+    auto bigger = std::make_unique<T[]>(capacity);
     for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) & mask()]);
     slots_ = std::move(bigger);
+    capacity_ = capacity;
     head_ = 0;
   }
 
-  std::vector<T> slots_;  // a power of two in size
+  // The slots and their count, a power of two, kept beside them: a vector's size is a
+  // division by sizeof(T) on every index (a publish indexes its run of unwritten ones).
+  std::unique_ptr<T[]> slots_;
+  std::size_t capacity_ = 0;
   std::size_t head_ = 0;
   std::size_t size_ = 0;
 };

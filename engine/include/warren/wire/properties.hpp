@@ -119,8 +119,10 @@ struct PropertiesSizer {
 
 // Why the properties could not be planned (out of line: the hot path only tests for it).
 [[nodiscard]] Error unplannable_property(const char* property, const TableRef* table);
-// The properties the flags word names, in flag order.
-void encode_properties(Writer& out, const BasicProperties& properties);
+// The properties the flags word names, in flag order, from `at`; returns where they end. A
+// pointer, not the caller's Writer: a Writer passed by reference keeps its position in memory
+// through the whole frame that inlines it.
+[[nodiscard]] std::byte* encode_properties(std::byte* at, const BasicProperties& properties);
 
 }  // namespace detail
 
@@ -138,7 +140,7 @@ WARREN_ALWAYS_INLINE void encode_content_header(Writer& out, std::uint64_t body_
   out.u16(0);  // weight
   out.u64(body_size);
   out.u16(plan.flags);
-  if (plan.flags != 0) detail::encode_properties(out, properties);
+  if (plan.flags != 0) out = Writer(detail::encode_properties(out.position(), properties));
 }
 
 [[nodiscard]] std::string to_string(const BasicProperties& properties);
