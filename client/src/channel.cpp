@@ -3,6 +3,7 @@
 #include "warren/client/channel.hpp"
 
 #include "channel_core.hpp"
+#include "publish_wire.hpp"
 #include "traced_properties.hpp"
 
 namespace warren::client {
@@ -204,10 +205,6 @@ Result<engine::PublishOutcome> outcome_result(engine::PublishOutcome o, const Er
   return cause;
 }
 
-wire::BasicPublish to_wire(const Publish& p) {
-  return wire::BasicPublish{.exchange = p.exchange, .routing_key = p.routing_key, .mandatory = p.mandatory};
-}
-
 }  // namespace
 
 void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutcome> done) const {
@@ -217,19 +214,22 @@ void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutco
   if (done)
     settled = [done = std::move(done)](engine::PublishOutcome o, const Error& cause) { done(outcome_result(o, cause)); };
   const engine::PublishOptions options{.timeout = p.timeout};
-  if (!c->traces(p)) return c->publish(core_->id, to_wire(p), p.properties, body, std::move(settled), options);
+  if (!c->traces(p)) return c->publish(core_->id, detail::to_wire(p), p.properties, body, std::move(settled), options);
   const detail::TracedProperties properties(p, c->send_trace(p));
-  c->publish(core_->id, to_wire(p), properties.get(), body, std::move(settled), options);
+  c->publish(core_->id, detail::to_wire(p), properties.get(), body, std::move(settled), options);
+}
+
+// Out of line, so that Channel::publish is only tail calls and sets up no frame of its own.
+[[gnu::noinline]] static Result<engine::PublishId> unpublishable(const std::shared_ptr<detail::ChannelCore>& core) {
+  if (!core) return make_error(errc::invalid_argument, "an empty channel handle");
+  return core->gone();
 }
 
 Result<engine::PublishId> Channel::publish(const Publish& p, Body body) const {
-  if (!core_) return make_error(errc::invalid_argument, "an empty channel handle");
-  Connection* const c = core_->live_here();
-  if (!c) return core_->gone();
-  const engine::PublishOptions options{.timeout = p.timeout};
-  if (!c->traces(p)) return c->publish(core_->id, to_wire(p), p.properties, body, options);
-  const detail::TracedProperties properties(p, c->send_trace(p));
-  return c->publish(core_->id, to_wire(p), properties.get(), body, options);
+  if (core_) [[likely]]
+    if (Connection* const c = core_->live_here()) [[likely]]
+      return c->publish_of_handle(core_->id, p, body);
+  return unpublishable(core_);
 }
 
 void Channel::consume(ConsumeOptions o, std::function<void(const Delivery&)> on_delivery, Callback<Consumer> done) const {

@@ -10,6 +10,7 @@
 #include "channel_core.hpp"
 #include "connection_metrics.hpp"
 #include "connection_spans.hpp"
+#include "publish_wire.hpp"
 #include "traced_properties.hpp"
 #include "warren/wire/constants.hpp"
 
@@ -18,6 +19,9 @@ namespace warren::client {
 using engine::ChannelId;
 
 namespace {
+
+// Built out of line: a verb's common path only tests for the engine.
+[[gnu::noinline]] Error not_connected() { return make_error(errc::connection_closed, "not connected"); }
 
 // RabbitMQ's URI spec reads "amqp://host/" as the empty vhost, not as "/": a common first
 // mistake that the broker answers only with "530 NOT_ALLOWED - vhost  not found".
@@ -450,7 +454,7 @@ void Connection::finish(const Error& failure) {
 template <class Verb>
 void Connection::request(Verb verb, Answer done) {
   if (!done) done = [](const Error*, const wire::Method*) {};  // every path below may call it
-  Result<engine::RequestId> r = engine_ ? verb(*engine_) : Result<engine::RequestId>(make_error(errc::connection_closed, "not connected"));
+  Result<engine::RequestId> r = engine_ ? verb(*engine_) : Result<engine::RequestId>(not_connected());
   if (!r.ok()) {
     later([done = std::move(done), e = r.error()] { done(&e, nullptr); });
     return;
@@ -465,7 +469,7 @@ void Connection::request(Verb verb, Answer done) {
 
 void Connection::open_channel(std::function<void(const Error*, ChannelId)> done) {
   if (!done) done = [](const Error*, ChannelId) {};
-  auto r = engine_ ? engine_->open_channel(driver_.now()) : Result<ChannelId>(make_error(errc::connection_closed, "not connected"));
+  auto r = engine_ ? engine_->open_channel(driver_.now()) : Result<ChannelId>(not_connected());
   if (!r.ok()) {
     later([done = std::move(done), e = r.error()] { done(&e, 0); });
     return;
@@ -617,13 +621,21 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
 WARREN_ALWAYS_INLINE Result<engine::PublishId> Connection::counted_publish(
     engine::ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
     std::span<const std::byte> body, const engine::PublishOptions& options) {
-  auto r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
-                   : Result<engine::PublishId>(make_error(errc::connection_closed, "not connected"));
-  if (spans_) spans_->sent(channel, r, m, properties, body.size());
-  if (!metrics_) return r;
+  // One variable returned on every path, so it is built in the caller's slot (no copy).
+  Result<engine::PublishId> r = engine_ ? engine_->publish(channel, m, properties, body, driver_.now(), options)
+                                        : Result<engine::PublishId>(not_connected());
+  if (spans_ || metrics_) [[unlikely]]
+    observe_publish(channel, r, m, properties, body.size());
+  return r;
+}
+
+// Out of line: without spans and metrics a publish has nothing to observe.
+void Connection::observe_publish(ChannelId channel, const Result<engine::PublishId>& r, const wire::BasicPublish& m,
+                                 const wire::BasicProperties& properties, std::size_t body_bytes) {
+  if (spans_) spans_->sent(channel, r, m, properties, body_bytes);
+  if (!metrics_) return;
   if (r.ok()) metrics_->published(m.exchange);
   else metrics_->publish_refused(m.exchange, r.error());
-  return r;
 }
 
 void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const wire::BasicProperties& properties,
@@ -632,12 +644,12 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
 }
 
 Result<void> Connection::set_channel_timeout(ChannelId channel, engine::Duration timeout) {
-  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  if (!engine_) return not_connected();
   return engine_->set_channel_timeout(channel, timeout);
 }
 
 Result<engine::Duration> Connection::channel_timeout(ChannelId channel) {
-  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  if (!engine_) return not_connected();
   return engine_->channel_timeout(channel);
 }
 
@@ -658,7 +670,7 @@ void Connection::publish(ChannelId channel, const wire::BasicPublish& m, const w
 // result is known at once.
 template <class Verb>
 auto Connection::immediate(Verb verb) -> std::invoke_result_t<Verb&, engine::Connection&> {
-  if (!engine_) return make_error(errc::connection_closed, "not connected");
+  if (!engine_) return not_connected();
   auto r = verb(*engine_);
   if (r.ok()) pump();
   return r;
@@ -678,6 +690,24 @@ Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::Bas
   // a publish from a callback would cost.
   if (r.ok() && !dispatching_) pump();
   return r;
+}
+
+// Channel::publish's callback-free form, whole: the handle's frame would hold only a
+// copy of what is built here.
+Result<engine::PublishId> Connection::publish_of_handle(ChannelId channel, const Publish& p,
+                                                        std::span<const std::byte> body) {
+  const engine::PublishOptions options{.timeout = p.timeout};
+  Result<engine::PublishId> r = traces(p) ? traced_publish(channel, p, body, options)
+                                          : counted_publish(channel, detail::to_wire(p), p.properties, body, options);
+  if (r.ok() && !dispatching_) pump();  // from a callback the outer pump writes
+  return r;
+}
+
+// With spans on, or a trace context given: the publish carries trace headers.
+Result<engine::PublishId> Connection::traced_publish(ChannelId channel, const Publish& p, std::span<const std::byte> body,
+                                                     const engine::PublishOptions& options) {
+  const detail::TracedProperties properties(p, send_trace(p));
+  return counted_publish(channel, detail::to_wire(p), properties.get(), body, options);
 }
 
 TraceContext Connection::send_trace(const Publish& publish) {

@@ -219,6 +219,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   Result<engine::PublishId> counted_publish(engine::ChannelId channel, const wire::BasicPublish& m,
                                             const wire::BasicProperties& properties, std::span<const std::byte> body,
                                             const engine::PublishOptions& options);
+  Result<engine::PublishId> publish_of_handle(engine::ChannelId channel, const Publish& p,
+                                              std::span<const std::byte> body);
+  Result<engine::PublishId> traced_publish(engine::ChannelId channel, const Publish& p, std::span<const std::byte> body,
+                                           const engine::PublishOptions& options);
+  void observe_publish(engine::ChannelId channel, const Result<engine::PublishId>& r, const wire::BasicPublish& m,
+                       const wire::BasicProperties& properties, std::size_t body_bytes);
   // The context a publish writes: the caller's (Publish::trace), or with spans on its own
   // span's, a child of the caller's, else of the context its headers already carry, else a new
   // root: a context is never replaced. Asked right before the publish it is for.
