@@ -205,6 +205,12 @@ Result<engine::PublishOutcome> outcome_result(engine::PublishOutcome o, const Er
   return cause;
 }
 
+// Out of line, so that Channel::publish is tests and a call and sets up no frame of its own.
+WARREN_NOINLINE Result<engine::PublishId> unpublishable(const std::shared_ptr<detail::ChannelCore>& core) {
+  if (!core) return make_error(errc::invalid_argument, "an empty channel handle");
+  return core->gone();
+}
+
 }  // namespace
 
 void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutcome> done) const {
@@ -217,12 +223,6 @@ void Channel::publish(const Publish& p, Body body, Callback<engine::PublishOutco
   if (!c->traces(p)) return c->publish(core_->id, detail::to_wire(p), p.properties, body, std::move(settled), options);
   const detail::TracedProperties properties(p, c->send_trace(p));
   c->publish(core_->id, detail::to_wire(p), properties.get(), body, std::move(settled), options);
-}
-
-// Out of line, so that Channel::publish is only tail calls and sets up no frame of its own.
-[[gnu::noinline]] static Result<engine::PublishId> unpublishable(const std::shared_ptr<detail::ChannelCore>& core) {
-  if (!core) return make_error(errc::invalid_argument, "an empty channel handle");
-  return core->gone();
 }
 
 Result<engine::PublishId> Channel::publish(const Publish& p, Body body) const {

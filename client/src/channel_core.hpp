@@ -42,11 +42,12 @@ struct ChannelCore {
     if (!open.load(std::memory_order_acquire)) return nullptr;
     return connection.lock();
   }
-  // The same without taking a reference (loop thread only), for the per-message verbs
-  // (publish, settle): the reference's two atomic operations cost more than the rest of the
-  // call's bookkeeping. `open` is enough: a connection closes its cores first thing in its
-  // destructor, and a callback that drops the connection's last reference inside the verb
-  // runs under pump()'s own reference, which the verb does not outlive.
+  // The same without taking a reference (loop thread only), for the callback-free publish:
+  // the reference's two atomic operations cost more than the rest of the call's bookkeeping.
+  // `open` is enough: a connection closes its cores in its destructor before any member goes,
+  // and a callback that drops the connection's last reference inside the publish runs under
+  // a reference the publish takes (pump()'s, or observed_publish's when spans or metrics
+  // run user code), which the publish does not outlive.
   [[nodiscard]] Connection* live_here() const noexcept {
     return open.load(std::memory_order_acquire) ? owner : nullptr;
   }

@@ -21,7 +21,7 @@ using engine::ChannelId;
 namespace {
 
 // Built out of line: a verb's common path only tests for the engine.
-[[gnu::noinline]] Error not_connected() { return make_error(errc::connection_closed, "not connected"); }
+WARREN_NOINLINE Error not_connected() { return make_error(errc::connection_closed, "not connected"); }
 
 // RabbitMQ's URI spec reads "amqp://host/" as the empty vhost, not as "/": a common first
 // mistake that the broker answers only with "530 NOT_ALLOWED - vhost  not found".
@@ -696,18 +696,28 @@ Result<engine::PublishId> Connection::publish(ChannelId channel, const wire::Bas
 // copy of what is built here.
 Result<engine::PublishId> Connection::publish_of_handle(ChannelId channel, const Publish& p,
                                                         std::span<const std::byte> body) {
-  const engine::PublishOptions options{.timeout = p.timeout};
-  Result<engine::PublishId> r = traces(p) ? traced_publish(channel, p, body, options)
-                                          : counted_publish(channel, detail::to_wire(p), p.properties, body, options);
+  if (spans_ || metrics_ || p.trace.valid()) [[unlikely]]
+    return observed_publish(channel, p, body);
+  Result<engine::PublishId> r =
+      counted_publish(channel, detail::to_wire(p), p.properties, body, engine::PublishOptions{.timeout = p.timeout});
   if (r.ok() && !dispatching_) pump();  // from a callback the outer pump writes
   return r;
 }
 
-// With spans on, or a trace context given: the publish carries trace headers.
-Result<engine::PublishId> Connection::traced_publish(ChannelId channel, const Publish& p, std::span<const std::byte> body,
-                                                     const engine::PublishOptions& options) {
-  const detail::TracedProperties properties(p, send_trace(p));
-  return counted_publish(channel, detail::to_wire(p), properties.get(), body, options);
+// With spans or metrics on, or a trace context given. Spans and metrics run the application's
+// code (an observer, a Metrics), which may drop the connection's last reference: the handle
+// took none (ChannelCore::live_here), so one is held here.
+Result<engine::PublishId> Connection::observed_publish(ChannelId channel, const Publish& p,
+                                                       std::span<const std::byte> body) {
+  auto keep = shared_from_this();
+  const engine::PublishOptions options{.timeout = p.timeout};
+  auto r = [&] {
+    if (!traces(p)) return counted_publish(channel, detail::to_wire(p), p.properties, body, options);
+    const detail::TracedProperties properties(p, send_trace(p));
+    return counted_publish(channel, detail::to_wire(p), properties.get(), body, options);
+  }();
+  if (r.ok() && !dispatching_) pump();
+  return r;
 }
 
 TraceContext Connection::send_trace(const Publish& publish) {
@@ -853,6 +863,11 @@ void Connection::open_channel(Callback<Channel> done) {
     auto c = self.lock();
     if (!c) return done(make_error(errc::connection_closed, "the connection is gone"));
     auto core = std::make_shared<detail::ChannelCore>(self, c->driver_, c->loop_thread_, id);
+    // The engine tells a channel's close before its number opens again, so no core is listed
+    // here. One that were would stay open with nobody to close it, and ChannelCore::live_here
+    // trusts `open`: closed, its handles are told so instead.
+    if (auto old = c->cores_.find(id); old != c->cores_.end())
+      old->second->close(make_error(errc::channel_closed, "channel " + std::to_string(id) + " was opened again"));
     c->cores_[id] = core;
     done(Channel(std::move(core)));
   });

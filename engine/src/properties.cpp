@@ -155,16 +155,6 @@ Result<void> decode_content_header(std::span<const std::byte> payload, ContentHe
   return {};
 }
 
-Error detail::unplannable_property(const char* property, const TableRef* table) {
-  if (table) {
-    auto size = table->encoded_size();
-    Error e = size.ok() ? make_error(errc::malformed_payload, "the table could not be sized") : size.error();
-    e.detail = std::string("property ") + property + ": " + e.detail;
-    return e;
-  }
-  return make_error(errc::string_too_long, std::string("property ") + property + " is over 255 bytes");
-}
-
 Result<std::size_t> content_header_size(const BasicProperties& properties) {
   auto plan = plan_content_header(properties);
   if (!plan.ok()) return std::move(plan).error();

@@ -161,6 +161,41 @@ TEST_F(SpansTest, a_nacked_publish_and_one_in_flight_when_the_connection_ends_ar
   EXPECT_EQ(recorder->recorded[1].attributes.count("error.type"), 1u);
 }
 
+// The callback-free publish takes no reference to its connection (ChannelCore::live_here). A
+// refused publish's span reaches the observer inside the publish: an observer that drops the
+// connection's last reference there must not leave the publish in freed memory (ASan in CI;
+// without the reference the publish reads the connection after the observer returns).
+TEST_F(SpansTest, an_observer_that_drops_the_last_reference_inside_a_refused_publishs_span_is_safe) {
+  struct Dropper : SpanRecorder {
+    std::shared_ptr<client::Connection>* held = nullptr;
+    void on_span(const client::SpanRecord& s) override {
+      SpanRecorder::on_span(s);
+      if (held) held->reset();
+    }
+  };
+  auto dropper = std::make_shared<Dropper>();
+  recorder = dropper;
+  auto url = client::parse_url("amqp://guest:guest@fake:5001");
+  ASSERT_TRUE(url.ok());
+  client::ClientOptions options{.observer = recorder};
+  options.engine.max_body_bytes = 4;
+  bool ready = false;
+  auto c = client::Connection::connect(driver, *url, std::move(options), [&](Result<void> r) { ready = r.ok(); });
+  driver.run();
+  ASSERT_TRUE(ready);
+  auto ch = open_channel_now(driver, *c);
+  std::weak_ptr<client::Connection> weak = c;
+  dropper->held = &c;
+  auto r = ch.publish({.routing_key = "q"}, client::as_bytes(std::string_view("too long for four")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, make_error_code(errc::message_too_large)) << r.error().to_string();
+  ASSERT_EQ(dropper->recorded.size(), 1u) << "the refused publish's span";
+  EXPECT_FALSE(c) << "the observer did not drop the reference";
+  driver.run();
+  EXPECT_TRUE(weak.expired());
+  EXPECT_FALSE(ch.publish({.routing_key = "q"}, client::as_bytes(std::string_view("x"))).ok());
+}
+
 TEST_F(SpansTest, a_push_delivery_is_a_process_span_under_the_send_span_and_a_settle_in_it_is_its_child) {
   auto c = dial();
   auto ch = open_channel_now(driver, *c);

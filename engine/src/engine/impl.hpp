@@ -41,7 +41,7 @@ class Connection::Impl {
 
   // commands.cpp helpers
   // A channel a verb may use: the connection open and the channel open, not closing. Tested
-  // inline on every publish; why it is not usable is built out of line.
+  // inline; why it is not usable is built out of line.
   Result<detail::Channel*> usable_channel(ChannelId id) {
     if (detail::Channel* ch = usable_channel_or_null(id)) [[likely]]
       return ch;

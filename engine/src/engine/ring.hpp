@@ -12,6 +12,22 @@ namespace warren::engine::detail {
 template <class T>
 class Ring {
  public:
+  Ring() = default;
+  // A moved-from ring is empty and holds no slots (the default move would leave capacity_).
+  Ring(Ring&& o) noexcept
+      : slots_(std::move(o.slots_)),
+        capacity_(std::exchange(o.capacity_, 0)),
+        head_(std::exchange(o.head_, 0)),
+        size_(std::exchange(o.size_, 0)) {}
+  Ring& operator=(Ring&& o) noexcept {
+    if (this == &o) return *this;
+    slots_ = std::move(o.slots_);
+    capacity_ = std::exchange(o.capacity_, 0);
+    head_ = std::exchange(o.head_, 0);
+    size_ = std::exchange(o.size_, 0);
+    return *this;
+  }
+
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   T& front() { assert(size_); return slots_[head_]; }

@@ -219,10 +219,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   Result<engine::PublishId> counted_publish(engine::ChannelId channel, const wire::BasicPublish& m,
                                             const wire::BasicProperties& properties, std::span<const std::byte> body,
                                             const engine::PublishOptions& options);
+  // Channel::publish's callback-free form, whole (the handle holds no reference: see
+  // ChannelCore::live_here); observed_publish is its form with spans, metrics or a trace.
   Result<engine::PublishId> publish_of_handle(engine::ChannelId channel, const Publish& p,
                                               std::span<const std::byte> body);
-  Result<engine::PublishId> traced_publish(engine::ChannelId channel, const Publish& p, std::span<const std::byte> body,
-                                           const engine::PublishOptions& options);
+  Result<engine::PublishId> observed_publish(engine::ChannelId channel, const Publish& p,
+                                             std::span<const std::byte> body);
+  // A publish's span and counters, when spans or metrics are on.
   void observe_publish(engine::ChannelId channel, const Result<engine::PublishId>& r, const wire::BasicPublish& m,
                        const wire::BasicProperties& properties, std::size_t body_bytes);
   // The context a publish writes: the caller's (Publish::trace), or with spans on its own

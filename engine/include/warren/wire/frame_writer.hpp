@@ -56,9 +56,9 @@ template <class M>
 // publish path calls it per message, and the call with its Result cost as much as the header.
 template <class M>
 [[nodiscard]] WARREN_ALWAYS_INLINE Result<void> write_content(OutputQueue& out, std::uint16_t channel, const M& method,
-                                         const BasicProperties& properties,
-                                         std::span<const std::byte> body,
-                                         std::uint32_t frame_max_bytes) {
+                                                              const BasicProperties& properties,
+                                                              std::span<const std::byte> body,
+                                                              std::uint32_t frame_max_bytes) {
   auto method_size = detail::payload_size(method);
   if (!method_size.ok()) return std::move(method_size).error();
   auto header = plan_content_header(properties);

@@ -23,7 +23,8 @@ class SizeVisitor {
   std::size_t size = 0;
   const char* failed_field = nullptr;
   // The table that could not be sized: its error is built again out of line, so a success
-  // neither builds nor destroys an Error (the publish path sizes a method per message).
+  // neither builds nor destroys an Error (the publish path sizes a method per message). A
+  // method's own TableRef member, never a temporary: it outlives the sizer.
   const TableRef* failed_table = nullptr;
 
   WARREN_ALWAYS_INLINE void octet(const char*, std::uint8_t) { end_bits(); size += 1; }
@@ -192,7 +193,8 @@ class PrintVisitor {
   }
 };
 
-// Why a method could not be sized (out of line: the hot path only tests for it).
+// Why a method (or, named "property", a content header) could not be sized (out of line: the
+// hot path only tests for it). The table's error is asked of it again.
 [[nodiscard]] Error unsizable_field(std::string_view method, const char* field, const TableRef* table);
 
 // The size of a method's payload, class and method ids included; refuses over-long strings.

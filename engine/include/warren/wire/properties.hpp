@@ -14,6 +14,7 @@
 #include "warren/wire/byte_io.hpp"
 #include "warren/wire/constants.hpp"
 #include "warren/wire/field_table.hpp"
+#include "warren/wire/method_codec.hpp"
 
 namespace warren::wire {
 
@@ -87,7 +88,9 @@ struct PropertiesSizer {
   std::size_t size = content_header_min_bytes;
   std::uint16_t flags = 0;
   const char* failed = nullptr;
-  const TableRef* failed_table = nullptr;  // its error is built again out of line
+  // Its error is built again out of line. A property's own TableRef, never a temporary: it
+  // outlives the sizer.
+  const TableRef* failed_table = nullptr;
 
   template <class T>
   WARREN_ALWAYS_INLINE bool mark(int bit, const std::optional<T>& v) {
@@ -117,8 +120,6 @@ struct PropertiesSizer {
   }
 };
 
-// Why the properties could not be planned (out of line: the hot path only tests for it).
-[[nodiscard]] Error unplannable_property(const char* property, const TableRef* table);
 // The properties the flags word names, in flag order, from `at`; returns where they end. A
 // pointer, not the caller's Writer: a Writer passed by reference keeps its position in memory
 // through the whole frame that inlines it.
@@ -130,7 +131,7 @@ struct PropertiesSizer {
   detail::PropertiesSizer s;
   BasicProperties::fields(properties, s);
   if (s.failed) [[unlikely]]
-    return detail::unplannable_property(s.failed, s.failed_table);
+    return detail::unsizable_field("property", s.failed, s.failed_table);
   return ContentHeaderPlan{.size = s.size, .flags = s.flags};
 }
 
