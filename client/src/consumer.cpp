@@ -85,10 +85,11 @@ void ConsumerCore::drain() {
 void ConsumerCore::end(const Error* cause) {
   if (ended_) return;
   if (cause) {
-    ended_ = *cause;
+    ended_ = std::make_unique<Error>(*cause);
   } else {
     // Our own cancel, confirmed: reply code 200 tells it from the broker's cancel.
-    ended_ = make_error(errc::consumer_cancelled, "consumer " + tag + " was cancelled by the application");
+    ended_ = std::make_unique<Error>(
+        make_error(errc::consumer_cancelled, "consumer " + tag + " was cancelled by the application"));
     ended_->reply_code = 200;
   }
   if (cause) {
