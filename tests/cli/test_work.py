@@ -223,14 +223,21 @@ class Work(unittest.TestCase):
         self.assertEqual(self.lines(out_b.decode()), [("done", "attempt=1")])
 
     def test_a_stopping_worker_takes_nothing_new(self):
-        # A is stopping (its command traps TERM and takes 4 s to end) with a prefetch slot free:
-        # an item put meanwhile is not delivered to it to sit there until it leaves, but waits in
-        # the queue for B, which runs it while A's command still ends.
+        # A is stopping (its command traps TERM and ends only once the test says B is done, or
+        # after 9 s, within the worker's 10 s grace) with a prefetch slot free: an item put
+        # meanwhile is not delivered to it to sit there until it leaves, but waits in the queue
+        # for B, which runs it while A's command still ends. Were it delivered to A, B would get
+        # nothing and time out. (A's end waited a fixed 4 s before: on a loaded CI machine the
+        # wait for A's cancel and B's start took longer, and the test failed on the baseline
+        # build too.)
         q = "stopping"
         self.ok(warren("work", "put", "--queue", q, "--prefix", self.prefix, "--body", "first"))
         log = f"/tmp/{self.prefix}.stopping"
-        self.addCleanup(lambda: os.path.exists(log) and os.remove(log))
-        slow = f"echo 'A start' >> {log}; trap 'sleep 4; echo \"A end\" >> {log}; exit 0' TERM; while :; do sleep 0.05; done"
+        release = f"{log}.release"
+        for path in (log, release):
+            self.addCleanup(lambda path=path: os.path.exists(path) and os.remove(path))
+        slow = (f"echo 'A start' >> {log}; trap 'i=0; while [ ! -e {release} ] && [ $i -lt 45 ]; do sleep 0.2; "
+                f"i=$((i+1)); done; echo \"A end\" >> {log}; exit 0' TERM; while :; do sleep 0.05; done")
         a = subprocess.Popen([WARREN, "work", "run", "--queue", q, "--prefix", self.prefix, "--prefetch", "2", "--exec", slow,
                               "--url", URL], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.addCleanup(lambda: a.poll() is None and a.kill())
@@ -243,6 +250,7 @@ class Work(unittest.TestCase):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.addCleanup(lambda: b.poll() is None and b.kill())
         out_b, err_b = b.communicate(timeout=30)
+        open(release, "w").close()
         out_a, err_a = a.communicate(timeout=30)
         self.assertEqual((b.returncode, a.returncode), (0, 0), err_a + err_b)
         with open(log) as f:
