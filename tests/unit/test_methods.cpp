@@ -159,6 +159,14 @@ TEST(Methods, DecodeRefusesAFieldPastThePayload) {
   EXPECT_EQ(r.error().detail, "basic.deliver field consumer_tag runs past the frame");
 }
 
+// Refused for a key over 255 bytes in a table, and said so after `prefix` (the field).
+template <class T>
+void expect_refused_for_the_tables_key(const Result<T>& r, std::string_view prefix) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, errc::string_too_long);
+  EXPECT_EQ(r.error().detail.rfind(prefix, 0), 0u) << r.error().detail;
+}
+
 // The sizers name a table that cannot be encoded and build its error again out of line (no
 // Error is built per message on the publish path): the error is the table's, with the field.
 TEST(Methods, EncodeRefusesATableThatCannotBeEncodedWithTheTablesOwnError) {
@@ -167,18 +175,13 @@ TEST(Methods, EncodeRefusesATableThatCannotBeEncodedWithTheTablesOwnError) {
   QueueDeclare declare;
   declare.queue = "q";
   declare.arguments = bad;
-  auto r = method_payload_size(declare);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, errc::string_too_long);
-  EXPECT_EQ(r.error().detail.rfind("queue.declare arguments: ", 0), 0u) << r.error().detail;
+  ASSERT_NO_FATAL_FAILURE(expect_refused_for_the_tables_key(method_payload_size(declare), "queue.declare arguments: "));
 
   BasicProperties properties;
   properties.content_type = "text/plain";
   properties.headers = bad;
   auto h = content_header_size(properties);
-  ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.error().code, errc::string_too_long);
-  EXPECT_EQ(h.error().detail.rfind("property headers: ", 0), 0u) << h.error().detail;
+  ASSERT_NO_FATAL_FAILURE(expect_refused_for_the_tables_key(h, "property headers: "));
   OutputQueue q;
   auto w = write_content(q, 1, BasicPublish{"", "q"}, properties, {}, 131072);
   ASSERT_FALSE(w.ok());
