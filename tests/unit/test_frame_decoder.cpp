@@ -147,6 +147,13 @@ TEST(FrameDecoder, RefusesBadFramesWithAClearError) {
        "content header frame of 4 bytes is shorter than 14"},
       {"heartbeat with payload", "08 0000 00000001 00 ce", errc::malformed_payload, "heartbeat frame carries 1 bytes"},
       {"heartbeat off channel 0", "08 0005 00000000 ce", errc::protocol_error, "heartbeat frame on channel 5"},
+      // A header with two problems reports its size against frame_max first, for every type.
+      {"heartbeat larger than frame_max", "08 0000 00001000", errc::frame_too_large,
+       "frame of 4104 bytes exceeds frame_max 4096"},
+      {"method larger than frame_max", "01 0001 00001000", errc::frame_too_large,
+       "frame of 4104 bytes exceeds frame_max 4096"},
+      {"unknown type larger than frame_max", "05 0001 00001000", errc::unknown_frame_type,
+       "frame type 0x05 is not 1, 2, 3 or 8"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -52,8 +52,6 @@ class FrameDecoder {
  private:
   Result<std::optional<FrameView>> latch(Error e);
   Result<std::optional<FrameView>> read_protocol_header();
-  std::optional<Error> check_header(std::span<const std::byte, frame_header_bytes> header,
-                                    std::size_t& total) const;
   std::size_t take(std::size_t want);
   void reserve_for(std::size_t total);
 
