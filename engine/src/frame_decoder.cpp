@@ -1,9 +1,9 @@
 #include "warren/wire/frame_decoder.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <cassert>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "warren/spent_buffer.hpp"
@@ -22,6 +22,79 @@ bool known_type(std::uint8_t t) { return t == 1 || t == 2 || t == 3 || t == 8; }
 
 [[gnu::noinline]] Error bad_frame_end(std::byte end) {
   return make_error(errc::bad_frame_end, "frame end byte " + hex_byte(end) + " is not 0xCE");
+}
+
+// A header's three fields, read without a Reader's bounds checks: the span's extent is the
+// header's own.
+struct HeaderFields {
+  std::uint8_t type;
+  std::uint16_t channel;
+  std::uint32_t size;
+};
+
+template <class T>
+T load_big_endian(const std::byte* p) noexcept {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return detail::big_endian(v);
+}
+
+HeaderFields header_fields(std::span<const std::byte, frame_header_bytes> h) noexcept {
+  return {std::to_integer<std::uint8_t>(h[0]), load_big_endian<std::uint16_t>(h.data() + 1),
+          load_big_endian<std::uint32_t>(h.data() + 3)};
+}
+
+// What is wrong with a header, if anything, in the order the checks are reported: an unknown
+// type, then a size over frame_max (for every type), then the type's own rule. Every frame passes these checks, so they only
+// compare; the error's text is built out of line, from the problem, once a header fails.
+enum class HeaderProblem : std::uint8_t {
+  none,
+  unknown_type,
+  too_large,
+  method_too_small,
+  content_header_too_small,
+  heartbeat_with_payload,
+  heartbeat_off_channel_0,
+};
+
+HeaderProblem header_problem(const HeaderFields& f, std::uint32_t frame_max) noexcept {
+  if (!known_type(f.type)) return HeaderProblem::unknown_type;
+  if (frame_max != 0 && std::uint64_t{f.size} + frame_overhead_bytes > frame_max) return HeaderProblem::too_large;
+  switch (static_cast<FrameType>(f.type)) {
+    case FrameType::method:
+      return f.size < method_header_bytes ? HeaderProblem::method_too_small : HeaderProblem::none;
+    case FrameType::header:
+      return f.size < content_header_min_bytes ? HeaderProblem::content_header_too_small : HeaderProblem::none;
+    case FrameType::heartbeat:
+      if (f.size != 0) return HeaderProblem::heartbeat_with_payload;
+      return f.channel != 0 ? HeaderProblem::heartbeat_off_channel_0 : HeaderProblem::none;
+    default:  // a body frame: any size frame_max allows
+      return HeaderProblem::none;
+  }
+}
+
+[[gnu::noinline]] Error header_error(HeaderProblem problem, const HeaderFields& f, std::uint32_t frame_max) {
+  switch (problem) {
+    case HeaderProblem::unknown_type:
+      return make_error(errc::unknown_frame_type, "frame type " + hex_byte(std::byte{f.type}) + " is not 1, 2, 3 or 8");
+    case HeaderProblem::too_large:
+      return make_error(errc::frame_too_large, "frame of " + std::to_string(std::uint64_t{f.size} + frame_overhead_bytes) +
+                                                   " bytes exceeds frame_max " + std::to_string(frame_max));
+    case HeaderProblem::method_too_small:
+      return make_error(errc::frame_too_small,
+                        "method frame of " + std::to_string(f.size) + " bytes has no class and method id");
+    case HeaderProblem::content_header_too_small:
+      return make_error(errc::frame_too_small,
+                        "content header frame of " + std::to_string(f.size) + " bytes is shorter than 14");
+    case HeaderProblem::heartbeat_with_payload:
+      return make_error(errc::malformed_payload, "heartbeat frame carries " + std::to_string(f.size) + " bytes");
+    case HeaderProblem::heartbeat_off_channel_0:
+      return make_error(errc::protocol_error, "heartbeat frame on channel " + std::to_string(f.channel));
+    case HeaderProblem::none:
+      break;
+  }
+  assert(false && "header_error() called for a header without a problem");
+  return make_error(errc::protocol_error, "frame header rejected");
 }
 
 }  // namespace
@@ -52,91 +125,6 @@ std::size_t FrameDecoder::take(std::size_t want) {
   input_ = input_.subspan(n);
   return n;
 }
-
-namespace {
-
-// A header's three fields, read without a Reader's bounds checks: the span's extent is the
-// header's own.
-struct HeaderFields {
-  std::uint8_t type;
-  std::uint16_t channel;
-  std::uint32_t size;
-};
-
-template <class T>
-T load_big_endian(const std::byte* p) noexcept {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return detail::big_endian(v);
-}
-
-HeaderFields header_fields(std::span<const std::byte, frame_header_bytes> h) noexcept {
-  return {std::to_integer<std::uint8_t>(h[0]), load_big_endian<std::uint16_t>(h.data() + 1),
-          load_big_endian<std::uint32_t>(h.data() + 3)};
-}
-
-// What is wrong with a header, if anything. Every frame passes these checks, so they only
-// compare; the error's text is built out of line, from the problem, once a header fails.
-enum class HeaderProblem : std::uint8_t {
-  none,
-  unknown_type,
-  too_large,
-  method_too_small,
-  content_header_too_small,
-  heartbeat_with_payload,
-  heartbeat_off_channel_0,
-};
-
-HeaderProblem header_problem(const HeaderFields& f, std::uint32_t frame_max) noexcept {
-  switch (static_cast<FrameType>(f.type)) {
-    case FrameType::method:
-      if (f.size < method_header_bytes) return HeaderProblem::method_too_small;
-      break;
-    case FrameType::header:
-      if (f.size < content_header_min_bytes) return HeaderProblem::content_header_too_small;
-      break;
-    case FrameType::body:
-      break;
-    case FrameType::heartbeat:
-      if (f.size != 0) return HeaderProblem::heartbeat_with_payload;
-      if (f.channel != 0) return HeaderProblem::heartbeat_off_channel_0;
-      return HeaderProblem::none;
-    default:
-      return HeaderProblem::unknown_type;
-  }
-  if (frame_max != 0 && std::uint64_t{f.size} + frame_overhead_bytes > frame_max) return HeaderProblem::too_large;
-  return HeaderProblem::none;
-}
-
-// A frame too large for frame_max is reported before its type's own size rule, whatever the
-// type: the order the checks had when each built its error in place.
-[[gnu::noinline]] Error header_error(const HeaderFields& f, std::uint32_t frame_max) {
-  if (!known_type(f.type))
-    return make_error(errc::unknown_frame_type, "frame type " + hex_byte(std::byte{f.type}) + " is not 1, 2, 3 or 8");
-  if (frame_max != 0 && std::uint64_t{f.size} + frame_overhead_bytes > frame_max)
-    return make_error(errc::frame_too_large, "frame of " + std::to_string(std::uint64_t{f.size} + frame_overhead_bytes) +
-                                                 " bytes exceeds frame_max " + std::to_string(frame_max));
-  switch (header_problem(f, frame_max)) {
-    case HeaderProblem::method_too_small:
-      return make_error(errc::frame_too_small,
-                        "method frame of " + std::to_string(f.size) + " bytes has no class and method id");
-    case HeaderProblem::content_header_too_small:
-      return make_error(errc::frame_too_small,
-                        "content header frame of " + std::to_string(f.size) + " bytes is shorter than 14");
-    case HeaderProblem::heartbeat_with_payload:
-      return make_error(errc::malformed_payload, "heartbeat frame carries " + std::to_string(f.size) + " bytes");
-    case HeaderProblem::heartbeat_off_channel_0:
-      return make_error(errc::protocol_error, "heartbeat frame on channel " + std::to_string(f.channel));
-    case HeaderProblem::none:
-    case HeaderProblem::unknown_type:
-    case HeaderProblem::too_large:
-      break;
-  }
-  assert(false && "header_error() called for a header without a problem");
-  return make_error(errc::protocol_error, "frame header rejected");
-}
-
-}  // namespace
 
 Result<std::optional<FrameView>> FrameDecoder::read_protocol_header() {
   // A broker that does not speak our version answers with its own header and closes.
@@ -188,7 +176,8 @@ Result<std::optional<FrameView>> FrameDecoder::next() {
     // Fast path: a whole frame in the caller's bytes is handed out without a copy.
     if (input_.size() >= frame_header_bytes) {
       const HeaderFields f = header_fields(input_.first<frame_header_bytes>());
-      if (header_problem(f, frame_max_) != HeaderProblem::none) return latch(header_error(f, frame_max_));
+      if (const auto problem = header_problem(f, frame_max_); problem != HeaderProblem::none)
+        return latch(header_error(problem, f, frame_max_));
       const std::size_t total = std::size_t{f.size} + frame_overhead_bytes;
       if (input_.size() >= total) {
         if (input_[total - 1] != frame_end) return latch(bad_frame_end(input_[total - 1]));
@@ -209,9 +198,11 @@ Result<std::optional<FrameView>> FrameDecoder::next() {
     take(frame_header_bytes - partial_.size());
     if (partial_.size() < frame_header_bytes) return std::optional<FrameView>{};
     const HeaderFields f = header_fields(std::span<const std::byte, frame_header_bytes>(partial_.data(), frame_header_bytes));
-    if (header_problem(f, frame_max_) != HeaderProblem::none) return latch(header_error(f, frame_max_));
-    partial_total_ = std::size_t{f.size} + frame_overhead_bytes;
-    reserve_for(partial_total_);
+    if (const auto problem = header_problem(f, frame_max_); problem != HeaderProblem::none)
+      return latch(header_error(problem, f, frame_max_));
+    const std::size_t total = std::size_t{f.size} + frame_overhead_bytes;
+    reserve_for(total);
+    partial_total_ = total;
   }
   take(partial_total_ - partial_.size());
   if (partial_.size() < partial_total_) return std::optional<FrameView>{};

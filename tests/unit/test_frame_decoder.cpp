@@ -147,13 +147,16 @@ TEST(FrameDecoder, RefusesBadFramesWithAClearError) {
        "content header frame of 4 bytes is shorter than 14"},
       {"heartbeat with payload", "08 0000 00000001 00 ce", errc::malformed_payload, "heartbeat frame carries 1 bytes"},
       {"heartbeat off channel 0", "08 0005 00000000 ce", errc::protocol_error, "heartbeat frame on channel 5"},
-      // A header with two problems reports its size against frame_max first, for every type.
-      {"heartbeat larger than frame_max", "08 0000 00001000", errc::frame_too_large,
-       "frame of 4104 bytes exceeds frame_max 4096"},
       {"method larger than frame_max", "01 0001 00001000", errc::frame_too_large,
        "frame of 4104 bytes exceeds frame_max 4096"},
+      // A header with two problems: an unknown type is reported first, then a size over
+      // frame_max, then the type's own rules.
       {"unknown type larger than frame_max", "05 0001 00001000", errc::unknown_frame_type,
        "frame type 0x05 is not 1, 2, 3 or 8"},
+      {"heartbeat with a payload larger than frame_max", "08 0000 00001000", errc::frame_too_large,
+       "frame of 4104 bytes exceeds frame_max 4096"},
+      {"heartbeat off channel 0 larger than frame_max", "08 0005 00001000", errc::frame_too_large,
+       "frame of 4104 bytes exceeds frame_max 4096"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -163,6 +166,18 @@ TEST(FrameDecoder, RefusesBadFramesWithAClearError) {
     EXPECT_EQ(run.error->detail, c.detail);
     EXPECT_EQ(run.error->to_string().find(c.detail) != std::string::npos, true);
   }
+}
+
+// frame_max applies to every frame, a heartbeat's eight bytes included (the decoder takes any
+// limit; the engine itself never negotiates one under 4096).
+TEST(FrameDecoder, ChecksEvenAnEmptyHeartbeatAgainstFrameMax) {
+  auto run = decode_in_pieces(from_hex("08 0000 00000000 ce"), {}, FrameDecoder(FrameDecoder::Peer::broker, 7));
+  ASSERT_TRUE(run.error);
+  EXPECT_EQ(run.error->code, errc::frame_too_large);
+  EXPECT_EQ(run.error->detail, "frame of 8 bytes exceeds frame_max 7");
+  auto fits = decode_in_pieces(from_hex("08 0000 00000000 ce"), {}, FrameDecoder(FrameDecoder::Peer::broker, 8));
+  EXPECT_FALSE(fits.error);
+  EXPECT_EQ(fits.frames.size(), 1u);
 }
 
 TEST(FrameDecoder, LatchesTheFirstError) {
