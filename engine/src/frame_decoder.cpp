@@ -45,8 +45,9 @@ HeaderFields header_fields(std::span<const std::byte, frame_header_bytes> h) noe
 }
 
 // What is wrong with a header, if anything, in the order the checks are reported: an unknown
-// type, then a size over frame_max (for every type), then the type's own rule. Every frame passes these checks, so they only
-// compare; the error's text is built out of line, from the problem, once a header fails.
+// type, then a size over frame_max (for every type), then the type's own rule. Every frame
+// passes these checks, so they only compare; the error's text is built out of line, from the
+// problem, once a header fails.
 enum class HeaderProblem : std::uint8_t {
   none,
   unknown_type,
