@@ -20,24 +20,48 @@ root=$(pwd)
 run_started=$SECONDS
 work=$(mktemp -d /tmp/warren-test.XXXXXX)
 ledger=$work/ledger  # "pass NAME" / "fail NAME", one line per counted test
-times=$work/times    # "SECONDS NAME", one line per step, in the order they ended
+times=$work/times    # "SECONDS (cpu SECONDS) NAME", one line per step, in the order they ended
 : >"$ledger"
 : >"$times"
 
-timed() {  # timed NAME COMMAND...: run it, record how long it took
-  local name=$1 began=$SECONDS rc
+# The CPU a step's programs used: this shell's reaped children's user + system time, in
+# clock ticks (/proc's cutime and cstime). Wall time alone cannot say which step the two
+# cores went to while the lanes ran at once.
+children_ticks() {  # sets $ticks; no command substitution, which would read its own subshell
+  local f
+  read -ra f </proc/$BASHPID/stat
+  ticks=$((f[15] + f[16]))
+}
+ticks_per_second=$(getconf CLK_TCK)
+machine_ticks() {  # sets $busy and $total: the machine's CPU ticks since boot (/proc/stat)
+  local cpu user nice system idle iowait rest
+  read -r cpu user nice system idle iowait rest </proc/stat
+  busy=$((user + nice + system))
+  total=$((busy + idle + iowait))
+}
+machine_ticks
+run_busy=$busy
+run_total=$total
+timed() {  # timed NAME COMMAND...: run it, record how long it took and the CPU it used
+  local name=$1 began=$SECONDS rc ticks before
+  children_ticks
+  before=$ticks
   shift
   "$@"
   rc=$?
-  echo "$((SECONDS - began)) $name" >>"$times"
+  children_ticks
+  echo "$((SECONDS - began)) (cpu $(((ticks - before) / ticks_per_second))) $name" >>"$times"
   return $rc
 }
 step() {  # step NAME COMMAND...: run one test program, count it
-  local name=$1 began=$SECONDS
+  local name=$1 began=$SECONDS ticks before
+  children_ticks
+  before=$ticks
   shift
   echo "=== $name"
   if "$@"; then echo "pass $name" >>"$ledger"; else echo "fail $name" >>"$ledger"; fi
-  echo "$((SECONDS - began)) $name" >>"$times"
+  children_ticks
+  echo "$((SECONDS - began)) (cpu $(((ticks - before) / ticks_per_second))) $name" >>"$times"
 }
 # meson_tests DIR LOGBASE NAME...: the named tests of DIR's meson test list, one at a time,
 # each test meson ran counted. Lanes share the build directory, hence --logbase.
@@ -419,9 +443,11 @@ step "tsan: a publisher thread posting into the loop" env WARREN_CROSS_THREAD_CO
   build-tsan/tests/cross-thread-tests --gtest_brief=1
 
 echo
-echo "Time taken (seconds; the lanes ran at the same time):"
+echo "Time taken (wall seconds, then the CPU seconds its programs used; the lanes ran at the same time):"
 sed 's/^/  /' "$times"
 echo "  $((SECONDS - run_started)) the whole run"
+machine_ticks
+echo "  the machine's cores were busy $((100 * (busy - run_busy) / (total - run_total)))% of the run ($(((busy - run_busy) / ticks_per_second)) CPU seconds, the nodes' included)"
 passed=$(grep -c '^pass' "$ledger")
 failed=$(grep -c '^fail' "$ledger")
 if ((failed > 0)); then echo "failed:"; sed -n 's/^fail /  /p' "$ledger"; fi
