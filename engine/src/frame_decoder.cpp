@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "warren/spent_buffer.hpp"
@@ -32,16 +31,9 @@ struct HeaderFields {
   std::uint32_t size;
 };
 
-template <class T>
-T load_big_endian(const std::byte* p) noexcept {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return detail::big_endian(v);
-}
-
 HeaderFields header_fields(std::span<const std::byte, frame_header_bytes> h) noexcept {
-  return {std::to_integer<std::uint8_t>(h[0]), load_big_endian<std::uint16_t>(h.data() + 1),
-          load_big_endian<std::uint32_t>(h.data() + 3)};
+  return {std::to_integer<std::uint8_t>(h[0]), detail::load_big_endian<std::uint16_t>(h.data() + 1),
+          detail::load_big_endian<std::uint32_t>(h.data() + 3)};
 }
 
 // What is wrong with a header, if anything, in the order the checks are reported: an unknown

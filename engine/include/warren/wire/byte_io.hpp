@@ -21,6 +21,13 @@ constexpr T big_endian(T v) noexcept {
   else if constexpr (sizeof(T) == 4) return __builtin_bswap32(v);
   else return __builtin_bswap64(v);
 }
+// A big-endian value from the sizeof(T) bytes at p, which the caller has checked are there.
+template <class T>
+T load_big_endian(const std::byte* p) noexcept {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return big_endian(v);
+}
 }  // namespace detail
 
 class Reader {
@@ -67,10 +74,9 @@ class Reader {
   template <class T>
   T take() noexcept {
     if (!need(sizeof(T))) return 0;
-    T v;
-    std::memcpy(&v, cur_, sizeof v);
+    const T v = detail::load_big_endian<T>(cur_);
     cur_ += sizeof v;
-    return detail::big_endian(v);
+    return v;
   }
 
   const std::byte* cur_;
