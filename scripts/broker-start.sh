@@ -7,8 +7,8 @@
 # client certificate are generated in DIR/tls. With RMQ_TLS_EXPIRED=1 the listener serves a
 # server certificate from the same CA that expired in 2020 (for the tests that must refuse it).
 # With RMQ_KEEP_DATA=1 the node keeps what an earlier start of DIR stored (a restart).
-# WARREN_BROKER_ERL_ARGS is added to the Erlang VM's arguments (the test command gives each node
-# one scheduler that does not busy-wait with it).
+# WARREN_BROKER_ERL_ARGS is added to the Erlang VM's arguments (the test command turns off the
+# schedulers' busy waiting with it).
 # With RMQ_OAUTH2_KEY=KEY the node also takes OAuth 2 access tokens as passwords
 # (rabbitmq_auth_backend_oauth2 before the internal backend, so guest and the other users still
 # log in): JWTs signed with HS256 by KEY, audience and resource server "rabbitmq", scopes

@@ -128,13 +128,11 @@ base=$((25672 + RANDOM % 1400))
 # Seven Erlang VMs share two cores with the compilers: schedulers that spin after each burst of
 # work (Erlang's default busy wait) burn what the builds need. Measured on one node under
 # 50,000 confirmed publishes and 50,000 deliveries: 4.55 s of the node's CPU with the default,
-# 2.91 s without busy waiting, and the run ended sooner. And one scheduler a node, not one a
-# core: the cores are already shared by seven nodes and the compilers, and a node's second
-# scheduler only adds the work of handing processes between them. Measured on one node (three
-# runs each, 50,000 confirmed publishes, then 30,000 published and 30,000 consumed): 1.71-1.83 s
-# and 1.38-1.43 s of the node's CPU with two schedulers, 1.06-1.08 s and 0.87-1.05 s with one.
-# Every node this command starts (the suites' restarts too, through the environment) runs so.
-export WARREN_BROKER_ERL_ARGS='+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none'
+# 2.91 s without busy waiting, and the run ended sooner. Every node this command starts (the
+# suites' restarts too, through the environment) runs without it. (One scheduler a node, +S 1:1,
+# did the same work in about 40% less of the node's CPU, but the nodes' whole share of a run is
+# about 140 of its 2,500 CPU seconds: not worth answers that are slower under load.)
+export WARREN_BROKER_ERL_ARGS='+sbwt none +sbwtdcpu none +sbwtdio none'
 # Node B also takes OAuth 2 tokens (rabbitmq_auth_backend_oauth2 before the internal backend):
 # the oauth2 suite, in B's lane, signs them with this key. Not exported: a node a suite
 # restarts (the faults, the cluster) is started without it.
