@@ -7,7 +7,8 @@
 # RabbitMQ nodes on loopback for the suites that need a broker, and stop them even when a test
 # fails. Ends with the time and CPU each step took and one line: "N passed, N failed".
 #
-# How it fits in 20 minutes on two cores: the nodes boot while the default build compiles;
+# How it is meant to fit in 20 minutes on two cores (21-22 on December 2026's runs: the
+# figures at the end of a run say where the CPU went): the nodes boot while the default build compiles;
 # then five lanes run at once — two for the broker suites, each on a node of its own (a suite
 # that raises a memory alarm or counts connections sees only its own lane), one for the suites
 # that stop nodes (faults, cluster), and two, at lower CPU priority, that build and run the
@@ -196,9 +197,9 @@ bench_peers() {
 timed "benchmark peers: install and build (beside the build)" bench_peers >"$work/peers.log" 2>&1 &
 # The suites whose programs GCC's build leaves to the sanitizer lane (meson's test name, then
 # the program): scripted, deterministic suites, which run there under ASan and UBSan, built
-# by clang with warnings as errors. Compiling them with GCC as well cost about 150 of the run's
-# 2,600 CPU seconds on two cores and found nothing those runs miss: the broker suites, the
-# tools and the install checks still compile and run every API form with GCC. The simulations
+# by clang with warnings as errors. Compiling them with GCC as well cost 160-200 of the run's
+# 2,500-2,600 CPU seconds on two cores for runs that check what those runs check: the broker
+# suites, the tools and the install checks still compile and run every API form with GCC. The simulations
 # and the property tests compile in both, as their GCC runs draw far more cases (20,000,
 # 5,000 and 1,000) than the sanitizer's.
 asan_only_suites=(unit:tests/unit-tests engine:tests/engine-tests client:tests/client-tests
