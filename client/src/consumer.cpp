@@ -24,13 +24,14 @@ ConsumerCore::ConsumerCore(std::shared_ptr<ChannelCore> ch, const ConsumeOptions
       manual_ack(!options.auto_ack),
       stream(options.stream || names_stream_offset(options.arguments)),
       bounded(!options.auto_ack && options.prefetch != 0),
-      on_delivery(std::move(deliver_fn)),
-      limit_(options.prefetch && *options.prefetch != 0 ? *options.prefetch : default_buffer) {
-  if (!on_delivery) {
-    ring_.resize(limit_);
-    pool_ = std::make_shared<MessagePool>(limit_ + 8);
-  }
+      on_delivery(std::move(deliver_fn)) {
+  if (!on_delivery)
+    buffer_ = std::make_unique<ConsumerBuffer>(options.prefetch && *options.prefetch != 0 ? *options.prefetch
+                                                                                          : default_buffer);
 }
+
+ConsumerBuffer::ConsumerBuffer(std::size_t limit_messages)
+    : limit(limit_messages), ring(limit_messages), pool(std::make_shared<MessagePool>(limit_messages + 8)) {}
 
 void ConsumerCore::deliver(const engine::Message& m) {
   if (on_delivery) {
@@ -38,48 +39,59 @@ void ConsumerCore::deliver(const engine::Message& m) {
     return;
   }
   if (ended_) return;  // a late delivery of a subscription already over: the engine handed it back
-  if (count_ == ring_.size()) {
+  ConsumerBuffer& b = *buffer_;
+  if (b.count == b.ring.size()) {
     // Only a subscription the prefetch does not bound gets here: keep the message (never
     // lose it) and stop reading until the buffer drains.
-    std::vector<Message> bigger(ring_.size() * 2);
-    for (std::size_t i = 0; i < count_; ++i) bigger[i] = std::move(ring_[(head_ + i) % ring_.size()]);
-    ring_ = std::move(bigger);
-    head_ = 0;
+    std::vector<Message> bigger(b.ring.size() * 2);
+    for (std::size_t i = 0; i < b.count; ++i) bigger[i] = std::move(b.ring[(b.head + i) % b.ring.size()]);
+    b.ring = std::move(bigger);
+    b.head = 0;
   }
-  ring_[(head_ + count_) % ring_.size()].assign(m, channel, pool_);
-  ++count_;
+  b.ring[(b.head + b.count) % b.ring.size()].assign(m, channel, b.pool);
+  ++b.count;
   // A bounded subscription is full at its prefetch and the broker waits for acks: reading on
   // would only let the heartbeats and the other channels through. Only past the bound (a
   // qos of the channel's own) or without one does the buffer stop the connection's reading.
-  if (count_ > limit_ || (!bounded && count_ == limit_)) hold(true);
+  if (b.count > b.limit || (!bounded && b.count == b.limit)) hold(true);
   drain();
 }
 
 Message ConsumerCore::pop() {
-  Message m = std::move(ring_[head_]);
-  head_ = (head_ + 1) % ring_.size();
-  --count_;
-  if (count_ < limit_ / 2 + 1) hold(false);  // resume well below the limit, not at it
+  ConsumerBuffer& b = *buffer_;
+  Message m = std::move(b.ring[b.head]);
+  b.head = (b.head + 1) % b.ring.size();
+  --b.count;
+  if (b.count < b.limit / 2 + 1) hold(false);  // resume well below the limit, not at it
   return m;
 }
 
 void ConsumerCore::hold(bool on) {
-  if (holding_ == on) return;
-  holding_ = on;
+  if (!buffer_ || buffer_->holding == on) return;  // push mode never holds
+  buffer_->holding = on;
   if (auto c = channel->connection.lock()) c->hold_input(on ? 1 : -1);
 }
 
 void ConsumerCore::drain() {
-  if (draining_) return;  // a receive inside `next`: the loop below serves it
-  draining_ = true;
+  if (!buffer_ || buffer_->draining) return;  // a receive inside `next`: the loop below serves it
+  ConsumerBuffer& b = *buffer_;
+  b.draining = true;
   auto keep = shared_from_this();
-  while (waiting_ && (count_ > 0 || ended_)) {
-    auto next = std::move(waiting_);
-    waiting_ = nullptr;
-    if (count_ > 0) next(pop());
+  while (b.waiting && (b.count > 0 || ended_)) {
+    auto next = std::move(b.waiting);
+    b.waiting = nullptr;
+    if (b.count > 0) next(pop());
     else next(*ended_);
   }
-  draining_ = false;
+  b.draining = false;
+}
+
+void ConsumerCore::clear_buffer() noexcept {
+  if (!buffer_) return;
+  ConsumerBuffer& b = *buffer_;
+  for (std::size_t i = 0; i < b.count; ++i) b.ring[(b.head + i) % b.ring.size()] = Message{};
+  b.count = 0;
+  b.head = 0;
 }
 
 void ConsumerCore::end(const Error* cause) {
@@ -98,11 +110,7 @@ void ConsumerCore::end(const Error* cause) {
     // A broker cancel leaves the channel open: hand them back now.
     // Auto-acked deliveries are the application's already: they stay readable.
     if (cause->code == make_error_code(errc::consumer_cancelled)) hand_back();
-    if (manual_ack) {
-      for (std::size_t i = 0; i < count_; ++i) ring_[(head_ + i) % ring_.size()] = Message{};
-      count_ = 0;
-      head_ = 0;
-    }
+    if (manual_ack) clear_buffer();
   }
   hold(false);
   auto keep = shared_from_this();
@@ -115,15 +123,11 @@ void ConsumerCore::end(const Error* cause) {
 }
 
 void ConsumerCore::hand_back() {
-  if (count_ == 0 || !manual_ack) return;  // auto-acked: already the application's, kept readable
-  auto c = channel->live();
-  for (std::size_t i = 0; i < count_; ++i) {
-    auto& m = ring_[(head_ + i) % ring_.size()];
-    if (c && !stream) (void)c->reject(channel->id, m.delivery_tag(), true);
-    m = Message{};
-  }
-  count_ = 0;
-  head_ = 0;
+  if (buffered() == 0 || !manual_ack) return;  // auto-acked: already the application's, kept readable
+  ConsumerBuffer& b = *buffer_;
+  if (auto c = channel->live(); c && !stream)
+    for (std::size_t i = 0; i < b.count; ++i) (void)c->reject(channel->id, b.ring[(b.head + i) % b.ring.size()].delivery_tag(), true);
+  clear_buffer();
 }
 
 void ConsumerCore::receive(Callback<Message> next) {
@@ -135,13 +139,13 @@ void ConsumerCore::receive(Callback<Message> next) {
     });
     return;
   }
-  if (waiting_) {
+  if (buffer_->waiting) {
     channel->driver->post([next = std::move(next)] {
       next(make_error(errc::invalid_argument, "a receive() is already waiting on this consumer"));
     });
     return;
   }
-  waiting_ = std::move(next);
+  buffer_->waiting = std::move(next);
   drain();
 }
 
