@@ -378,16 +378,19 @@ void Connection::dispatch(const engine::Event& event) {
           ++deliveries_in_read_;
           if (Subscription* found = find_subscription(e.message.channel, e.message.consumer_tag)) {
             Subscription& s = *found;
-            if (s.consumed) s.consumed->add();
-            if (s.held) {
-              s.held->delivered(e.message.delivery_tag, driver_.now());
-              // Its warning falls after any already armed (the clock only moves on).
-              if (!held_armed_) arm_held_timer();
+            Histogram* process = nullptr;
+            if (const auto* o = s.observed.get()) [[unlikely]] {
+              if (o->consumed) o->consumed->add();
+              if (o->held) {
+                o->held->delivered(e.message.delivery_tag, driver_.now());
+                // Its warning falls after any already armed (the clock only moves on).
+                if (!held_armed_) arm_held_timer();
+              }
+              process = o->process;
             }
             // The callback may end the subscription: `s` is not read after it.
-            Histogram* process = s.process;
             const bool spanned = spans_ && s.handing == Handing::to_callback;
-            if (spanned) spans_->begin_process(e.message, s.queue);
+            if (spanned) spans_->begin_process(e.message, s.queue());
             const auto began = process ? driver_.now() : engine::Instant{};
             s.on_message(e.message);
             if (process) process->record(driver_.now() - began);
@@ -406,7 +409,7 @@ void Connection::dispatch(const engine::Event& event) {
           if (Subscription* found = find_subscription(e.channel, e.consumer_tag)) {
             const auto it = consumers_.begin() + (found - consumers_.data());
             auto ended = std::move(it->on_ended);
-            if (it->held) --held_watches_;
+            if (it->held()) --held_watches_;
             consumers_.erase(it);
             if (ended) {
               if (e.by_broker) {
@@ -533,13 +536,13 @@ void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
   const bool ack_timeout = cause.code == make_error_code(errc::ack_timeout);
   std::erase_if(consumers_, [&](Subscription& s) {
     if (channel != 0 && s.channel != channel) return false;
-    if (s.held) --held_watches_;
+    if (s.held()) --held_watches_;
     // The broker's text names the channel only: say which subscriptions it ended.
     if (ack_timeout) {
       // The delivery it was about, when the subscription tracked them (ConsumeOptions::ack_timeout).
-      const auto oldest = s.held ? s.held->oldest() : std::nullopt;
+      const auto oldest = s.held() ? s.held()->oldest() : std::nullopt;
       observe("consumer.ack_timeout", Level::error, s.channel, &cause,
-              "consumer " + s.tag + " on queue " + s.queue +
+              "consumer " + s.tag + " on queue " + std::string(s.queue()) +
                   (oldest ? ", delivery tag " + std::to_string(*oldest) + " held longest" : std::string()));
     }
     if (s.on_ended) ended.push_back(std::move(s.on_ended));
@@ -571,12 +574,20 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
 }
 
 Connection::Subscription Connection::subscription(ChannelId channel, std::string tag, std::string_view queue,
-                                                 OnMessage on_message, OnEnded on_ended, Handing handing) {
-  Subscription s{channel, std::move(tag), std::move(on_message), std::move(on_ended), std::string(queue), handing};
+                                                 OnMessage on_message, OnEnded on_ended, Handing handing,
+                                                 std::shared_ptr<detail::HeldDeliveries> held) {
+  Subscription s{.channel = channel, .handing = handing, .tag = std::move(tag), .on_message = std::move(on_message),
+                 .on_ended = std::move(on_ended)};
+  if (!options_.observer && !metrics_ && !spans_ && !held) return s;
+  s.observed = std::make_unique<Subscription::Observed>(Subscription::Observed{.queue = std::string(queue)});
   if (metrics_) {
     const auto m = metrics_->subscription(queue);
-    s.consumed = m.consumed;
-    if (handing == Handing::to_callback) s.process = m.process;
+    s.observed->consumed = m.consumed;
+    if (handing == Handing::to_callback) s.observed->process = m.process;
+  }
+  if (held) {
+    ++held_watches_;
+    s.observed->held = std::move(held);
   }
   return s;
 }
@@ -595,9 +606,8 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
     request([&](engine::Connection& c) {
               auto r = c.basic_consume(channel, m, prefetch, driver_.now());
               if (r.ok()) {
-                Subscription& added = add_subscription(subscription(channel, std::string(m.consumer_tag), m.queue,
-                                                                     std::move(*handler), std::move(on_ended), handing));
-                if (held) ++held_watches_, added.held = std::move(held);
+                add_subscription(subscription(channel, std::string(m.consumer_tag), m.queue, std::move(*handler),
+                                              std::move(on_ended), handing, std::move(held)));
               }
               return r;
             },
@@ -609,9 +619,8 @@ void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::op
            done = std::move(done), held](const Error* e, const wire::Method* reply) mutable {
             if (!e && reply)
               if (const auto* ok = std::get_if<wire::BasicConsumeOk>(reply)) {
-                Subscription& added = add_subscription(subscription(channel, std::string(ok->consumer_tag), queue,
-                                                                     std::move(*handler), std::move(on_ended), handing));
-                if (held) ++held_watches_, added.held = std::move(held);
+                add_subscription(subscription(channel, std::string(ok->consumer_tag), queue, std::move(*handler),
+                                              std::move(on_ended), handing, std::move(held)));
               }
             if (done) done(e, reply);
           });
@@ -732,14 +741,14 @@ std::optional<TraceContext> Connection::processing_span(engine::ChannelId channe
 void Connection::note_settled(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
   // A multiple settle covers every subscription of the channel; a single one is one delivery.
   for (auto& s : consumers_)
-    if (s.channel == channel && s.held) s.held->settled(delivery_tag, multiple);
+    if (s.channel == channel && s.held()) s.held()->settled(delivery_tag, multiple);
 }
 
 void Connection::arm_held_timer() {
   std::optional<engine::Instant> next;
   for (const auto& s : consumers_)
-    if (s.held)
-      if (auto at = s.held->next_warning(); at && (!next || *at < *next)) next = at;
+    if (s.held())
+      if (auto at = s.held()->next_warning(); at && (!next || *at < *next)) next = at;
   held_armed_ = next.has_value();
   if (!next) {
     if (held_timer_) held_timer_->cancel();
@@ -765,11 +774,11 @@ void Connection::warn_held() {
   };
   std::vector<Late> late;  // told after the walk: a callback may settle or end subscriptions
   for (auto& s : consumers_)
-    if (s.held)
-      s.held->warn_due(now, [&](std::uint64_t tag, engine::Duration held_for) {
+    if (s.held())
+      s.held()->warn_due(now, [&](std::uint64_t tag, engine::Duration held_for) {
         late.push_back({s.channel, s.tag, tag, held_for});
         observe("consumer.ack_late", Level::warning, s.channel, nullptr,
-                "consumer " + s.tag + " on queue " + s.queue + ": delivery tag " + std::to_string(tag) + " held for " +
+                "consumer " + s.tag + " on queue " + std::string(s.queue()) + ": delivery tag " + std::to_string(tag) + " held for " +
                     std::to_string(held_for.count()) + " ms");
       });
   auto keep = weak_from_this().lock();
