@@ -31,8 +31,9 @@ Result<RequestId> Connection::Impl::request(ChannelId channel, const M& m, bool 
   if (!ch.ok()) return std::move(ch).error();
   const RequestId id = no_wait ? 0 : ++next_request_;
   if (!no_wait) {
-    (*ch)->pending.push_back(PendingRequest{id, M::id, Answer::id, {}, expiry(timeout_of(**ch)), kind,
-                                            std::move(consumer_tag), no_ack});
+    (*ch)->pending.push_back(PendingRequest{.id = id, .request = M::id, .answer = Answer::id, .kind = kind,
+                                            .no_ack = no_ack, .deadline = expiry(timeout_of(**ch)),
+                                            .consumer_tag = std::move(consumer_tag)});
     note_timed(**ch);
   }
   if (auto w = wire::write_method(output_, channel, m, frame_max_); !w.ok()) {
@@ -158,8 +159,9 @@ Result<ChannelId> Connection::open_channel(Instant now) {
   auto ch = std::make_unique<Channel>();
   ch->id = id;
   ch->state = Channel::Opening{s.expiry(s.options_.request_timeout)};
-  ch->pending.push_back(PendingRequest{0, wire::ChannelOpen::id, wire::ChannelOpenOk::id, {},
-                                       s.expiry(s.options_.request_timeout), PendingRequest::Kind::open, {}, false});
+  ch->pending.push_back(PendingRequest{.id = 0, .request = wire::ChannelOpen::id, .answer = wire::ChannelOpenOk::id,
+                                       .kind = PendingRequest::Kind::open,
+                                       .deadline = s.expiry(s.options_.request_timeout)});
   s.note_timed(*ch);
   s.channels_[id] = std::move(ch);
   s.closed_by_broker_.erase(id);

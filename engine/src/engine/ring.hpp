@@ -4,13 +4,17 @@
 
 #include <cassert>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
 namespace warren::engine::detail {
 
-template <class T>
+// `first_capacity`: the slots its first push allocates (a power of two).
+template <class T, std::size_t first_capacity = 4>
 class Ring {
+  static_assert(first_capacity > 0 && (first_capacity & (first_capacity - 1)) == 0);
+
  public:
   Ring() = default;
   // A moved-from ring is empty and holds no slots (the default move would leave capacity_).
@@ -71,9 +75,9 @@ class Ring {
  private:
   std::size_t mask() const noexcept { return capacity_ - 1; }
   void grow() {
-    // Four to start: a channel's queue of requests is mostly empty, and every channel has
+    // Few to start: a channel's queue of requests is mostly empty, and every channel has
     // one (2,000 channels at 16 slots held 2.5 MiB before a request was made).
-    const std::size_t capacity = capacity_ == 0 ? 4 : capacity_ * 2;
+    const std::uint32_t capacity = capacity_ == 0 ? std::uint32_t{first_capacity} : capacity_ * 2;
     auto bigger = std::make_unique<T[]>(capacity);
     for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) & mask()]);
     slots_ = std::move(bigger);
@@ -83,10 +87,12 @@ class Ring {
 
   // The slots and their count, a power of two, kept beside them: a vector's size is a
   // division by sizeof(T) on every index (a publish indexes its run of unwritten ones).
+  // 32-bit counts: a ring is 24 bytes, not 32, and a channel holds two (no ring comes near
+  // 2^31 entries: that many of the smallest would take 64 GiB).
   std::unique_ptr<T[]> slots_;
-  std::size_t capacity_ = 0;
-  std::size_t head_ = 0;
-  std::size_t size_ = 0;
+  std::uint32_t capacity_ = 0;
+  std::uint32_t head_ = 0;
+  std::uint32_t size_ = 0;
 };
 
 }  // namespace warren::engine::detail
