@@ -72,11 +72,11 @@ detail::ReturnKey detail::return_key_of(std::string_view exchange, std::string_v
 // much as extending a run.
 WARREN_ALWAYS_INLINE void Connection::Impl::track_publish(Channel& ch, PublishId id, Instant deadline,
                                                           Duration timeout, ReturnKey return_key) {
-  if (ch.confirm_mode) {
-    ch.unconfirmed.push_back(Unconfirmed{id, ch.next_seq++, deadline, return_key, false, timeout});
+  if (Confirms* c = ch.confirms.get()) {
+    c->unconfirmed.push_back(Unconfirmed{id, c->next_seq++, deadline, return_key, false, timeout});
     note_timed(ch);
     ++unsettled_publishes_;
-    ch.unconfirmed_due.lower(deadline);
+    c->due.lower(deadline);
   } else {
     const std::uint64_t end = written_total_ + output_.size_bytes();
     const Instant made_at = deadline - timeout;  // a publish that waited out a block: when it was made
@@ -321,14 +321,11 @@ Result<RequestId> Connection::confirm_select(ChannelId channel, Instant now) {
   s.now_ = now;
   auto ch = s.usable_channel(channel);
   if (!ch.ok()) return std::move(ch).error();
-  const bool again = (*ch)->confirm_mode;
+  const bool again = (*ch)->confirms != nullptr;
   auto r = s.request<wire::ConfirmSelect, wire::ConfirmSelectOk>(channel, wire::ConfirmSelect{false}, false);
   // Numbering starts with the select itself: a publish queued before select-ok is number 1.
   // RabbitMQ answers a second select with select-ok and keeps counting, and so does this.
-  if (r.ok() && !again) {
-    (*ch)->confirm_mode = true;
-    (*ch)->next_seq = 1;
-  }
+  if (r.ok() && !again) (*ch)->confirms = std::make_unique<Confirms>();
   return r;
 }
 
@@ -373,7 +370,7 @@ Result<PublishId> Connection::publish(ChannelId channel, const wire::BasicPublis
   const Duration timeout = options.timeout.value_or(s.timeout_of(*ch));
   const Instant deadline = s.expiry(timeout);
   const ReturnKey return_key =
-      (m.mandatory && ch->confirm_mode) ? return_key_of(m.exchange, m.routing_key, properties, body) : ReturnKey{};
+      (m.mandatory && ch->confirms) ? return_key_of(m.exchange, m.routing_key, properties, body) : ReturnKey{};
   if (s.blocked_ || !s.waiting_.empty()) [[unlikely]]
     return s.publish_waiting(channel, m, properties, body, deadline, timeout, return_key);
   if (auto w = wire::write_content(s.output_, channel, m, properties, body, s.frame_max_); !w.ok())

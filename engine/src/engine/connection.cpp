@@ -166,7 +166,7 @@ std::optional<Instant> Connection::Impl::poll_timeout() const {
       if (const auto* o = std::get_if<Channel::Opening>(&ch->state)) deadline(o->deadline);
       if (const auto* c = std::get_if<Channel::Closing>(&ch->state)) deadline(c->deadline);
       if (!ch->pending.empty()) deadline(ch->pending.front().deadline);
-      if (!ch->unconfirmed.empty() && ch->unconfirmed_due.at) deadline(*ch->unconfirmed_due.at);
+      if (const Confirms* c = ch->confirms.get(); c && !c->unconfirmed.empty() && c->due.at) deadline(*c->due.at);
     }
     if (holds) {
       ++i;
@@ -279,11 +279,11 @@ void Connection::Impl::handle_timeout(Instant now) {
       emit(ChannelClosed{id, std::move(cause)});
       continue;
     }
-    if (ch->unconfirmed_due.at && now >= *ch->unconfirmed_due.at) {
+    if (Confirms* c = ch->confirms.get(); c && c->due.at && now >= *c->due.at) {
       // A scan: with per-publish timeouts the earliest deadline need not be at the front.
       std::optional<Instant> next;
-      for (std::size_t i = 0; i < ch->unconfirmed.size(); ++i) {
-        Unconfirmed& u = ch->unconfirmed[i];
+      for (std::size_t i = 0; i < c->unconfirmed.size(); ++i) {
+        Unconfirmed& u = c->unconfirmed[i];
         if (u.settled) continue;
         if (now < u.deadline) {
           if (!next || u.deadline < *next) next = u.deadline;
@@ -294,8 +294,8 @@ void Connection::Impl::handle_timeout(Instant now) {
                          sent_as(Sent::maybe, make_error(errc::timeout, "no confirm within " + ms_text(u.timeout) +
                                                                            "; the broker may or may not have the message"))});
       }
-      while (!ch->unconfirmed.empty() && ch->unconfirmed.front().settled) ch->unconfirmed.pop_front();
-      ch->unconfirmed_due.at = next;
+      while (!c->unconfirmed.empty() && c->unconfirmed.front().settled) c->unconfirmed.pop_front();
+      c->due.at = next;
     }
   }
   expire_publishes(now);
@@ -389,8 +389,8 @@ void Connection::Impl::fail_channel_work(Channel& ch, const Error& cause) {
     emit(RequestFailed{ch.id, ch.assembly().request, cause});
     ch.assembly().kind = Assembly::Kind::discard;
   }
-  while (!ch.unconfirmed.empty()) {
-    auto u = ch.unconfirmed.pop_front();
+  while (ch.confirms && !ch.confirms->unconfirmed.empty()) {
+    auto u = ch.confirms->unconfirmed.pop_front();
     if (u.settled) continue;
     forget_unsettled();
     emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::failed, sent_as(Sent::maybe, cause)});
@@ -434,7 +434,8 @@ void Connection::Impl::retire_all_consumers(Channel& ch) {
 void Connection::Impl::free_channel(ChannelId id) {
   if (id >= channels_.size() || !channels_[id]) return;
   // A closing channel takes no publishes, and closing failed its work: none is left to count.
-  assert(channels_[id]->unconfirmed.empty() && "a channel freed before fail_channel_work");
+  assert((!channels_[id]->confirms || channels_[id]->confirms->unconfirmed.empty()) &&
+         "a channel freed before fail_channel_work");
   channels_[id].reset();
   active_.erase(std::remove(active_.begin(), active_.end(), id), active_.end());
 }

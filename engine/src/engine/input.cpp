@@ -437,7 +437,7 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
       emit(GetOk{a.request, a.message_count, msg});
       return;
     case Assembly::Kind::returned:
-      if (ch.confirm_mode) {
+      if (Confirms* c = ch.confirms.get()) {
         // Its publish: the oldest unsettled mandatory one alike in exchange, routing key and
         // body size, and in message id, correlation id and body ends (return_key_of), that no
         // earlier return has claimed. The broker routes in publish order, so that is the one,
@@ -446,13 +446,13 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
         // is taken: a return always settles one publish as returned, never none.
         const ReturnKey key = return_key_of(msg.exchange, msg.routing_key, *msg.properties, msg.body);
         auto claim = [&](bool by_content) {
-          for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
-            const Unconfirmed& u = ch.unconfirmed[i];
+          for (std::size_t i = 0; i < c->unconfirmed.size(); ++i) {
+            const Unconfirmed& u = c->unconfirmed[i];
             if (u.settled || u.return_key.route != key.route || (by_content && u.return_key.content != key.content)) continue;
-            const bool claimed = std::any_of(ch.pending_returns.begin(), ch.pending_returns.end(),
+            const bool claimed = std::any_of(c->pending_returns.begin(), c->pending_returns.end(),
                                              [&](const PendingReturn& r) { return r.seq == u.seq; });
             if (claimed) continue;
-            ch.pending_returns.push_back(
+            c->pending_returns.push_back(
                 PendingReturn{u.seq, a.reply_code, returned_detail(a.reply_text, msg.exchange, msg.routing_key)});
             return true;
           }
@@ -471,37 +471,38 @@ void Connection::Impl::complete_message(Channel& ch, std::span<const std::byte> 
 // publish when it came (see Assembly::Kind::returned); that publish settles as returned with
 // the ack that covers it.
 void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple, bool ack) {
-  if (!ch.confirm_mode) {
+  if (!ch.confirms) {
     fail(unexpected(std::string(ack ? "basic.ack" : "basic.nack") + on_channel(ch.id) + ", which is not in confirm mode"),
          wire::reply::command_invalid);
     return;
   }
-  if (tag >= ch.next_seq || (tag == 0 && !multiple)) {
+  Confirms& c = *ch.confirms;
+  if (tag >= c.next_seq || (tag == 0 && !multiple)) {
     fail(unexpected(std::string(ack ? "basic.ack " : "basic.nack ") + std::to_string(tag) + on_channel(ch.id) +
-                    " confirms a publish never made (last is " + std::to_string(ch.next_seq - 1) + ")"),
+                    " confirms a publish never made (last is " + std::to_string(c.next_seq - 1) + ")"),
          wire::reply::precondition_failed);
     return;
   }
-  const std::uint64_t upto = (multiple && tag == 0) ? ch.next_seq - 1 : tag;
+  const std::uint64_t upto = (multiple && tag == 0) ? c.next_seq - 1 : tag;
   const PublishOutcome outcome = ack ? PublishOutcome::confirmed : PublishOutcome::nacked;
   auto cause = [&] { return ack ? Error{} : make_error(errc::precondition_failed, "the broker nacked the message"); };
   // A returned publish settles with the ack that covers it, and is reported alone.
-  if (!ch.pending_returns.empty()) {
+  if (!c.pending_returns.empty()) {
     auto covered = [&](std::uint64_t seq) { return multiple ? seq <= upto : seq == upto; };
-    for (std::size_t i = 0; i < ch.unconfirmed.size() && ack; ++i) {
-      Unconfirmed& u = ch.unconfirmed[i];
+    for (std::size_t i = 0; i < c.unconfirmed.size() && ack; ++i) {
+      Unconfirmed& u = c.unconfirmed[i];
       if (u.seq > upto) break;
       if (u.settled || !covered(u.seq)) continue;
-      auto r = std::find_if(ch.pending_returns.begin(), ch.pending_returns.end(),
+      auto r = std::find_if(c.pending_returns.begin(), c.pending_returns.end(),
                             [&](const PendingReturn& p) { return p.seq == u.seq; });
-      if (r == ch.pending_returns.end()) continue;
+      if (r == c.pending_returns.end()) continue;
       Error e = make_error(errc::not_found, r->detail);
       e.reply_code = r->reply_code;
       emit(PublishDone{ch.id, u.id, u.id, PublishOutcome::returned, std::move(e), u.deadline - u.timeout});
       settle(u);
     }
     // Whatever this ack or nack covers is settled now; its returns are used up.
-    std::erase_if(ch.pending_returns, [&](const PendingReturn& p) { return covered(p.seq); });
+    std::erase_if(c.pending_returns, [&](const PendingReturn& p) { return covered(p.seq); });
   }
   // The rest as ranges of every unsettled publish with a sequence number up to `upto`. A
   // publish settled already (returned, timed out) ends a range: a range never names it again.
@@ -514,8 +515,8 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
     if (count != 0) emit(PublishDone{ch.id, first, last, outcome, cause(), first_at, count});
     count = 0;
   };
-  for (std::size_t i = 0; i < ch.unconfirmed.size(); ++i) {
-    Unconfirmed& u = ch.unconfirmed[i];
+  for (std::size_t i = 0; i < c.unconfirmed.size(); ++i) {
+    Unconfirmed& u = c.unconfirmed[i];
     if (u.seq > upto) break;
     if (!multiple && u.seq != upto) continue;
     if (u.settled) {
@@ -531,8 +532,8 @@ void Connection::Impl::on_confirm(Channel& ch, std::uint64_t tag, bool multiple,
     ++count;
   }
   flush();
-  while (!ch.unconfirmed.empty() && ch.unconfirmed.front().settled) ch.unconfirmed.pop_front();
-  if (ch.unconfirmed.empty()) ch.unconfirmed_due.at.reset();
+  while (!c.unconfirmed.empty() && c.unconfirmed.front().settled) c.unconfirmed.pop_front();
+  if (c.unconfirmed.empty()) c.due.at.reset();
 }
 
 }  // namespace warren::engine

@@ -109,6 +109,17 @@ struct DueBound {
   }
 };
 
+// What a channel in confirm mode keeps: made by its confirm.select, so a channel that never
+// selects (a consumer's) holds a pointer for it, not 72 bytes (issue 40: a consumer on each
+// of 2,000 channels).
+struct Confirms {
+  std::uint64_t next_seq = 1;
+  Ring<Unconfirmed> unconfirmed;
+  DueBound due;  // of `unconfirmed`
+  // basic.returns matched to their publishes, waiting for the acks that settle them.
+  std::vector<PendingReturn> pending_returns;
+};
+
 struct Consumer {
   std::string tag;  // the event's consumer_tag views this: it does not move while the consumer lives
   bool no_ack = false;
@@ -155,7 +166,6 @@ struct Channel {
   // padding (a connection may hold 2,000 channels).
   ChannelId id = 0;
   bool timed = false;  // listed in Impl::timed_: it may hold a deadline
-  bool confirm_mode = false;
   bool app_qos = false;
   std::variant<Opening, Open, Closing> state{Opening{}};
   std::optional<Duration> timeout;  // this channel's request and publish timeout, if set
@@ -164,11 +174,7 @@ struct Channel {
   // behind as holes among what they keep (four slots of 80 bytes made 336-byte holes; two
   // of 64 make 144).
   Ring<PendingRequest, 2> pending;
-  std::uint64_t next_seq = 1;
-  Ring<Unconfirmed> unconfirmed;
-  DueBound unconfirmed_due;
-  // basic.returns matched to their publishes, waiting for the acks that settle them.
-  std::vector<PendingReturn> pending_returns;
+  std::unique_ptr<Confirms> confirms;  // in confirm mode only (from its confirm.select)
   std::uint64_t max_delivery_tag = 0;
   std::vector<std::unique_ptr<Consumer>> consumers;  // stable addresses: deliveries point at them
   // The message being assembled: made at the channel's first content frame and kept (560
