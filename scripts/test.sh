@@ -7,8 +7,9 @@
 # RabbitMQ nodes on loopback for the suites that need a broker, and stop them even when a test
 # fails. Ends with the time and CPU each step took and one line: "N passed, N failed".
 #
-# How it is meant to fit in 20 minutes on two cores (21-22 on December 2026's runs: the
-# figures at the end of a run say where the CPU went): the nodes boot while the default build compiles;
+# How it fits in 20 minutes on two cores (19-20 on December 2026's runs, about a minute apart
+# from one run to the next: the figures at the end of a run say where the CPU went): the
+# nodes boot while the default build compiles;
 # then five lanes run at once — two for the broker suites, each on a node of its own (a suite
 # that raises a memory alarm or counts connections sees only its own lane), one for the suites
 # that stop nodes (faults, cluster), and two, at lower CPU priority, that build and run the

@@ -115,6 +115,8 @@ struct ConsumerBuffer {
   Callback<Message> waiting;
   bool holding = false;
   bool draining = false;
+  // The i-th delivery not yet read (i < count).
+  Message& unread(std::size_t i) { return ring[(head + i) % ring.size()]; }
 };
 
 class ConsumerCore : public std::enable_shared_from_this<ConsumerCore> {

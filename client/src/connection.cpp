@@ -557,6 +557,7 @@ void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
 Connection::Subscription& Connection::add_subscription(Subscription s) {
   const auto at = std::upper_bound(consumers_.begin(), consumers_.end(), s.channel,
                                    [](ChannelId channel, const Subscription& x) { return channel < x.channel; });
+  if (s.held()) ++held_watches_;  // counted here, uncounted where a subscription is erased
   return *consumers_.insert(at, std::move(s));
 }
 
@@ -590,10 +591,7 @@ Connection::Subscription Connection::subscription(ChannelId channel, std::string
     s.observed->consumed = m.consumed;
     if (handing == Handing::to_callback) s.observed->process = m.process;
   }
-  if (held) {
-    ++held_watches_;
-    s.observed->held = std::move(held);
-  }
+  s.observed->held = std::move(held);
   return s;
 }
 

@@ -44,11 +44,11 @@ void ConsumerCore::deliver(const engine::Message& m) {
     // Only a subscription the prefetch does not bound gets here: keep the message (never
     // lose it) and stop reading until the buffer drains.
     std::vector<Message> bigger(b.ring.size() * 2);
-    for (std::size_t i = 0; i < b.count; ++i) bigger[i] = std::move(b.ring[(b.head + i) % b.ring.size()]);
+    for (std::size_t i = 0; i < b.count; ++i) bigger[i] = std::move(b.unread(i));
     b.ring = std::move(bigger);
     b.head = 0;
   }
-  b.ring[(b.head + b.count) % b.ring.size()].assign(m, channel, b.pool);
+  b.unread(b.count).assign(m, channel, b.pool);
   ++b.count;
   // A bounded subscription is full at its prefetch and the broker waits for acks: reading on
   // would only let the heartbeats and the other channels through. Only past the bound (a
@@ -59,7 +59,7 @@ void ConsumerCore::deliver(const engine::Message& m) {
 
 Message ConsumerCore::pop() {
   ConsumerBuffer& b = *buffer_;
-  Message m = std::move(b.ring[b.head]);
+  Message m = std::move(b.unread(0));
   b.head = (b.head + 1) % b.ring.size();
   --b.count;
   if (b.count < b.limit / 2 + 1) hold(false);  // resume well below the limit, not at it
@@ -89,7 +89,7 @@ void ConsumerCore::drain() {
 void ConsumerCore::clear_buffer() noexcept {
   if (!buffer_) return;
   ConsumerBuffer& b = *buffer_;
-  for (std::size_t i = 0; i < b.count; ++i) b.ring[(b.head + i) % b.ring.size()] = Message{};
+  for (std::size_t i = 0; i < b.count; ++i) b.unread(i) = Message{};
   b.count = 0;
   b.head = 0;
 }
@@ -126,7 +126,7 @@ void ConsumerCore::hand_back() {
   if (buffered() == 0 || !manual_ack) return;  // auto-acked: already the application's, kept readable
   ConsumerBuffer& b = *buffer_;
   if (auto c = channel->live(); c && !stream)
-    for (std::size_t i = 0; i < b.count; ++i) (void)c->reject(channel->id, b.ring[(b.head + i) % b.ring.size()].delivery_tag(), true);
+    for (std::size_t i = 0; i < b.count; ++i) (void)c->reject(channel->id, b.unread(i).delivery_tag(), true);
   clear_buffer();
 }
 

@@ -33,7 +33,7 @@ struct PendingRequest {
   Instant deadline{};
   std::string consumer_tag;      // consume: the tag asked for; cancel: the tag
 };
-static_assert(sizeof(PendingRequest) <= 2 * sizeof(Instant) + 16 + sizeof(std::string));
+static_assert(sizeof(PendingRequest) <= sizeof(RequestId) + 16 + sizeof(Instant) + sizeof(std::string));
 
 // A connection.update-secret waiting for its update-secret-ok (channel 0, in order).
 struct SecretUpdate {
