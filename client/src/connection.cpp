@@ -321,9 +321,9 @@ void Connection::dispatch(const engine::Event& event) {
         } else if constexpr (std::is_same_v<E, engine::ChannelClosed>) {
           // An open channel's close first: its close-ok answer ran before this event, and a
           // channel opened from that answer may already wait on the same number in opening_.
-          if (auto it = cores_.find(e.channel); it != cores_.end()) {
-            it->second->close(e.cause);
-            cores_.erase(it);
+          if (auto* slot = core_slot(e.channel)) {
+            (*slot)->close(e.cause);
+            slot->reset();
           } else if (auto it = opening_.find(e.channel); it != opening_.end()) {
             auto done = std::move(it->second);
             opening_.erase(it);
@@ -403,7 +403,7 @@ void Connection::dispatch(const engine::Event& event) {
           observe("publish.returned", Level::warning, e.message.channel, &why, e.message.routing_key);
           if (!on_returned) return;
           std::shared_ptr<detail::ChannelCore> core;
-          if (auto it = cores_.find(e.message.channel); it != cores_.end()) core = it->second;
+          if (auto* slot = core_slot(e.message.channel)) core = *slot;
           on_returned(Delivery(e.message, core), why);
         } else if constexpr (std::is_same_v<E, engine::ConsumerCancelled>) {
           if (const auto it = subscription_at(e.channel, e.consumer_tag); it != consumers_.end()) {
@@ -875,8 +875,9 @@ void Connection::open_channel(Callback<Channel> done) {
     // The engine tells a channel's close before its number opens again, so no core is listed
     // here. One that were would stay open with nobody to close it, and ChannelCore::live_here
     // trusts `open`: closed, its handles are told so instead.
-    if (auto old = c->cores_.find(id); old != c->cores_.end())
-      old->second->close(make_error(errc::channel_closed, "channel " + std::to_string(id) + " was opened again"));
+    if (auto* old = c->core_slot(id))
+      (*old)->close(make_error(errc::channel_closed, "channel " + std::to_string(id) + " was opened again"));
+    if (id >= c->cores_.size()) c->cores_.resize(std::size_t(id) + 1);
     c->cores_[id] = core;
     done(Channel(std::move(core)));
   });
@@ -885,7 +886,8 @@ void Connection::open_channel(Callback<Channel> done) {
 void Connection::close_cores(const Error& cause) {
   auto cores = std::move(cores_);
   cores_.clear();
-  for (auto& [id, core] : cores) core->close(cause);
+  for (auto& core : cores)
+    if (core) core->close(cause);
 }
 
 // A consumer's full buffer holds the input to bound memory; the broker must not vanish behind
