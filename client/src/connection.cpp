@@ -406,7 +406,8 @@ void Connection::dispatch(const engine::Event& event) {
           if (auto* slot = core_slot(e.message.channel)) core = *slot;
           on_returned(Delivery(e.message, core), why);
         } else if constexpr (std::is_same_v<E, engine::ConsumerCancelled>) {
-          if (const auto it = subscription_at(e.channel, e.consumer_tag); it != consumers_.end()) {
+          if (Subscription* found = find_subscription(e.channel, e.consumer_tag)) {
+            const auto it = consumers_.begin() + (found - consumers_.data());
             auto ended = std::move(it->on_ended);
             if (it->held()) --held_watches_;
             consumers_.erase(it);
@@ -550,10 +551,9 @@ void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
   for (auto& fn : ended) fn(&cause);
 }
 
-// Inserting may move subscriptions (a deque's insert moves those on one side of it): it runs
-// from an answer's dispatch (the consume-ok), never inside a delivery's callback, which runs a
-// subscription's own on_message. (The no-wait form would insert inside the caller's consume;
-// nothing calls it with no_wait.)
+// Inserting may move the subscriptions after it: it runs from an answer's dispatch (the
+// consume-ok), never inside a delivery's callback, which runs a subscription's own on_message.
+// (The no-wait form would insert inside the caller's consume; nothing calls it with no_wait.)
 Connection::Subscription& Connection::add_subscription(Subscription s) {
   const auto at = std::upper_bound(consumers_.begin(), consumers_.end(), s.channel,
                                    [](ChannelId channel, const Subscription& x) { return channel < x.channel; });
@@ -561,17 +561,12 @@ Connection::Subscription& Connection::add_subscription(Subscription s) {
   return *consumers_.insert(at, std::move(s));
 }
 
-Connection::Subscriptions::iterator Connection::subscription_at(ChannelId channel, std::string_view tag) {
+Connection::Subscription* Connection::find_subscription(ChannelId channel, std::string_view tag) {
   auto it = std::lower_bound(consumers_.begin(), consumers_.end(), channel,
                              [](const Subscription& x, ChannelId c) { return x.channel < c; });
   for (; it != consumers_.end() && it->channel == channel; ++it)
-    if (it->tag == tag) return it;
-  return consumers_.end();
-}
-
-Connection::Subscription* Connection::find_subscription(ChannelId channel, std::string_view tag) {
-  const auto it = subscription_at(channel, tag);
-  return it == consumers_.end() ? nullptr : &*it;
+    if (it->tag == tag) return &*it;
+  return nullptr;
 }
 
 void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
