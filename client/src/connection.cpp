@@ -80,7 +80,7 @@ Connection::Waiters Connection::take_waiters() {
   for (auto& [key, done] : publishes_)
     if (done) w.publishes.push_back(std::move(done));
   for (auto& sub : consumers_)
-    if (sub.on_ended) w.ended.push_back(std::move(sub.on_ended));
+    if (sub->on_ended) w.ended.push_back(std::move(sub->on_ended));
   w.close_waiters = std::move(close_waiters_);
   opening_.clear();
   gets_.clear();
@@ -406,10 +406,9 @@ void Connection::dispatch(const engine::Event& event) {
           if (auto* slot = core_slot(e.message.channel)) core = *slot;
           on_returned(Delivery(e.message, core), why);
         } else if constexpr (std::is_same_v<E, engine::ConsumerCancelled>) {
-          if (Subscription* found = find_subscription(e.channel, e.consumer_tag)) {
-            const auto it = consumers_.begin() + (found - consumers_.data());
-            auto ended = std::move(it->on_ended);
-            if (it->held()) --held_watches_;
+          if (const auto it = subscription_at(e.channel, e.consumer_tag); it != consumers_.end()) {
+            auto ended = std::move((*it)->on_ended);
+            if ((*it)->held()) --held_watches_;
             consumers_.erase(it);
             if (ended) {
               if (e.by_broker) {
@@ -534,7 +533,8 @@ void Connection::confirm_select(ChannelId channel, Answer done) {
 void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
   std::vector<OnEnded> ended;
   const bool ack_timeout = cause.code == make_error_code(errc::ack_timeout);
-  std::erase_if(consumers_, [&](Subscription& s) {
+  std::erase_if(consumers_, [&](const std::unique_ptr<Subscription>& one) {
+    Subscription& s = *one;
     if (channel != 0 && s.channel != channel) return false;
     if (s.held()) --held_watches_;
     // The broker's text names the channel only: say which subscriptions it ended.
@@ -551,22 +551,28 @@ void Connection::end_subscriptions(ChannelId channel, const Error& cause) {
   for (auto& fn : ended) fn(&cause);
 }
 
-// Inserting may move the subscriptions after it: it runs from an answer's dispatch (the
-// consume-ok), never inside a delivery's callback, which runs a subscription's own on_message.
-// (The no-wait form would insert inside the caller's consume; nothing calls it with no_wait.)
+// Runs from an answer's dispatch (the consume-ok), never inside a delivery's callback, which
+// runs a subscription's own on_message. (The no-wait form would insert inside the caller's
+// consume; nothing calls it with no_wait.) A subscription stays where it was made: only the
+// array of pointers moves.
 Connection::Subscription& Connection::add_subscription(Subscription s) {
   const auto at = std::upper_bound(consumers_.begin(), consumers_.end(), s.channel,
-                                   [](ChannelId channel, const Subscription& x) { return channel < x.channel; });
+                                   [](ChannelId channel, const std::unique_ptr<Subscription>& x) { return channel < x->channel; });
   if (s.held()) ++held_watches_;  // counted here, uncounted where a subscription is erased
-  return *consumers_.insert(at, std::move(s));
+  return **consumers_.insert(at, std::make_unique<Subscription>(std::move(s)));
+}
+
+Connection::Subscriptions::iterator Connection::subscription_at(ChannelId channel, std::string_view tag) {
+  auto it = std::lower_bound(consumers_.begin(), consumers_.end(), channel,
+                             [](const std::unique_ptr<Subscription>& x, ChannelId c) { return x->channel < c; });
+  for (; it != consumers_.end() && (*it)->channel == channel; ++it)
+    if ((*it)->tag == tag) return it;
+  return consumers_.end();
 }
 
 Connection::Subscription* Connection::find_subscription(ChannelId channel, std::string_view tag) {
-  auto it = std::lower_bound(consumers_.begin(), consumers_.end(), channel,
-                             [](const Subscription& x, ChannelId c) { return x.channel < c; });
-  for (; it != consumers_.end() && it->channel == channel; ++it)
-    if (it->tag == tag) return &*it;
-  return nullptr;
+  const auto it = subscription_at(channel, tag);
+  return it == consumers_.end() ? nullptr : it->get();
 }
 
 void Connection::consume(ChannelId channel, const wire::BasicConsume& m, std::optional<std::uint16_t> prefetch,
@@ -739,14 +745,14 @@ std::optional<TraceContext> Connection::processing_span(engine::ChannelId channe
 void Connection::note_settled(ChannelId channel, std::uint64_t delivery_tag, bool multiple) {
   // A multiple settle covers every subscription of the channel; a single one is one delivery.
   for (auto& s : consumers_)
-    if (s.channel == channel && s.held()) s.held()->settled(delivery_tag, multiple);
+    if (s->channel == channel && s->held()) s->held()->settled(delivery_tag, multiple);
 }
 
 void Connection::arm_held_timer() {
   std::optional<engine::Instant> next;
   for (const auto& s : consumers_)
-    if (s.held())
-      if (auto at = s.held()->next_warning(); at && (!next || *at < *next)) next = at;
+    if (s->held())
+      if (auto at = s->held()->next_warning(); at && (!next || *at < *next)) next = at;
   held_armed_ = next.has_value();
   if (!next) {
     if (held_timer_) held_timer_->cancel();
@@ -771,8 +777,8 @@ void Connection::warn_held() {
     engine::Duration held_for;
   };
   std::vector<Late> late;  // told after the walk: a callback may settle or end subscriptions
-  for (auto& s : consumers_)
-    if (s.held())
+  for (auto& one : consumers_)
+    if (Subscription& s = *one; s.held())
       s.held()->warn_due(now, [&](std::uint64_t tag, engine::Duration held_for) {
         late.push_back({s.channel, s.tag, tag, held_for});
         observe("consumer.ack_late", Level::warning, s.channel, nullptr,
