@@ -328,9 +328,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Stre
   // Sorted by channel, in the order they were made within one: a delivery's subscription is
   // found by a binary search on its channel (a connection with a consumer on each of 2,000
   // channels walked 1,000 of them a delivery, a tenth of its CPU), and one of few is found as
-  // fast as by a walk. An array of pointers (issue 40): the subscriptions inline, the array's
-  // doublings while 2,000 channels set up at once left their old arrays (up to 115 KiB) as
-  // holes among what the channels keep; and not a deque, whose 512 bytes allocated when
+  // fast as by a walk. An array of pointers (issue 40): with the subscriptions inline, the
+  // array's doublings while 2,000 channels set up at once left their old arrays (up to 115 KiB)
+  // as holes among what the channels keep. Not a deque: the 512 bytes one allocates when
   // constructed cost each connection of one consumer about 0.7 KiB of RSS.
   using Subscriptions = std::vector<std::unique_ptr<Subscription>>;
   Subscriptions consumers_;
